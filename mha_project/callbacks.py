@@ -1,0 +1,118 @@
+"""Keras callbacks and TensorBoard records that Keras does not ship.
+
+* :class:`AttentionLogger` writes attention heatmaps, score histograms, per-head entropy and the
+  probe predictions to TensorBoard every ``every_n_epochs`` epochs (Keras's TensorBoard callback
+  logs weights and metrics, not intermediate attention).
+* :func:`log_hparams` records a run's hyper-parameters and final metrics for the HParams plugin.
+
+TensorBoard tags (documented in the README):
+``attention/layer_{l}`` (image), ``attention_scores/layer_{l}`` (histogram),
+``attention_entropy/layer_{l}/head_{h}`` (scalar), ``attention_probe/{k}`` (text),
+``hparams/<metric>`` (scalars next to the HParams record).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from mha_project.attention import attention_entropy, scores_for_texts
+from mha_project.plots import attention_grid, figure_to_png
+
+# The metrics every run reports to the HParams plugin (scalars named hparams/<metric>).
+HPARAM_METRICS = ("test_accuracy", "test_loss", "best_val_accuracy", "train_seconds")
+
+
+def write_attention_summaries(writer, model, vectorizer, texts, seq_len: int, step: int, *,
+                              labels=None, class_names=None, max_tokens: int = 24, prefix: str = "") -> list:
+    """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores."""
+    import tensorflow as tf
+
+    scores, tokens, ids = scores_for_texts(model, vectorizer, texts, seq_len)
+    real = ids != 0
+    probs = model.predict(ids, verbose=0)
+    with writer.as_default(step=step):
+        for l, layer_scores in enumerate(scores):
+            images = []
+            for k, text in enumerate(texts):
+                fig = attention_grid([layer_scores[k]], tokens[k], f"layer {l}: {text[:60]}", max_tokens)
+                images.append(tf.io.decode_png(figure_to_png(fig), channels=3))
+            # One image per probe text, one panel per head.
+            tf.summary.image(f"{prefix}attention/layer_{l}", _stack(images), max_outputs=len(images))
+            real_scores = layer_scores[np.broadcast_to(real[:, None, :, None] & real[:, None, None, :],
+                                                       layer_scores.shape)]
+            tf.summary.histogram(f"{prefix}attention_scores/layer_{l}", real_scores)
+            for h, entropy in enumerate(attention_entropy(layer_scores, real)):
+                tf.summary.scalar(f"{prefix}attention_entropy/layer_{l}/head_{h}", float(entropy))
+        for k, text in enumerate(texts):
+            predicted = int(np.argmax(probs[k]))
+            name = (lambda i: class_names[i] if class_names else str(i))
+            truth = f"**true:** {name(int(labels[k]))}  \n" if labels is not None else ""
+            tf.summary.text(f"{prefix}attention_probe/{k}",
+                            f"**text:** {text}  \n{truth}**predicted:** {name(predicted)} "
+                            f"(p={probs[k][predicted]:.3f})")
+    writer.flush()
+    return scores
+
+
+def _stack(images):
+    import tensorflow as tf
+
+    height = max(int(i.shape[0]) for i in images)
+    width = max(int(i.shape[1]) for i in images)
+    return tf.stack([tf.image.pad_to_bounding_box(i, 0, 0, height, width) for i in images])
+
+
+class AttentionLogger(keras.callbacks.Callback):
+    """Every ``every_n_epochs`` epochs, log the attention of a fixed set of probe texts to TensorBoard."""
+
+    def __init__(self, log_dir, vectorizer, texts, seq_len: int, every_n_epochs: int = 1, labels=None,
+                 class_names=None, max_tokens: int = 24):
+        super().__init__()
+        import tensorflow as tf
+
+        self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
+        self.vectorizer = vectorizer
+        self.texts = list(texts)
+        self.labels = labels
+        self.class_names = class_names
+        self.seq_len = seq_len
+        self.every_n_epochs = every_n_epochs
+        self.max_tokens = max_tokens
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.every_n_epochs and self.texts and (epoch + 1) % self.every_n_epochs == 0:
+            write_attention_summaries(self.writer, self.model, self.vectorizer, self.texts, self.seq_len,
+                                      epoch + 1, labels=self.labels, class_names=self.class_names,
+                                      max_tokens=self.max_tokens)
+
+
+def log_hparams(log_dir, hparams: dict, metrics: dict, trial_id: str) -> None:
+    """One HParams record plus ``hparams/<metric>`` scalars, readable by ``tensorboard --logdir outputs/``."""
+    import tensorflow as tf
+    from tensorboard.plugins.hparams import api as hp
+
+    clean = {k: ("null" if v is None else v) for k, v in hparams.items()}
+    writer = tf.summary.create_file_writer(str(Path(log_dir)))
+    with writer.as_default():
+        hp.hparams_config(hparams=[hp.HParam(k) for k in clean],
+                          metrics=[hp.Metric(f"hparams/{m}") for m in HPARAM_METRICS])
+        hp.hparams(clean, trial_id=trial_id)
+        for m in HPARAM_METRICS:
+            if metrics.get(m) is not None:
+                tf.summary.scalar(f"hparams/{m}", float(metrics[m]), step=0)
+    writer.flush()
+    writer.close()
+
+
+class EpochCounter(keras.callbacks.Callback):
+    """Remembers the last completed epoch (counts epochs restored by BackupAndRestore too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.last_epoch = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.last_epoch = epoch + 1

@@ -1,0 +1,175 @@
+"""Typed configuration schema and the checks a schema cannot express.
+
+The dataclasses are registered with Hydra's ConfigStore as ``train_schema`` (the first entry of
+``configs/train.yaml``'s defaults list), so a value of the wrong type (``heads=abc``) is refused by
+Hydra before anything runs. :func:`validate_config` then checks ranges and file-system facts and
+raises :class:`ConfigError` with one line naming the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
+
+
+from mha_project.errors import ConfigError  # noqa: E402  (re-exported)
+
+
+@dataclass
+class DataConfig:
+    name: str = "fine_foods"
+    tfds_name: Optional[str] = None   # imdb_reviews / ag_news_subset
+    path: Optional[str] = None        # data=folder
+    data_dir: Optional[str] = None    # where TFDS keeps prepared data (None: ~/tensorflow_datasets)
+    download: bool = True             # TFDS may download when the data is not prepared yet
+    val_fraction: float = 0.1         # carved from train with the seed
+    limit: Optional[int] = None       # cap on examples per split (smoke runs)
+    vocab_size: int = 10000
+    seq_len: int = "${seq_len}"  # type: ignore[assignment]  (interpolation, resolved to int)
+    bucketing: bool = True            # pad each batch to its own length bucket, not to seq_len
+
+
+@dataclass
+class ModelConfig:
+    num_heads: int = MISSING
+    key_dim: int = MISSING
+    value_dim: Optional[int] = None
+    dropout: float = MISSING
+    num_layers: int = MISSING
+    embed_dim: int = MISSING
+    ff_dim: int = MISSING
+    max_len: int = MISSING
+    activation: str = "gelu"
+    use_bias: bool = True
+    norm_first: bool = False
+
+
+@dataclass
+class TrainerConfig:
+    epochs: int = MISSING
+    batch_size: int = MISSING
+    lr: float = MISSING
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.1
+    early_stopping_patience: int = 2
+    jit_compile: bool = False
+    steps_per_execution: int = 1
+    precision: str = "float32"
+    distribution: str = "none"
+
+
+@dataclass
+class AttentionLogConfig:
+    every_n_epochs: int = 1
+    num_probes: int = 3
+    probe_texts: List[str] = field(default_factory=list)
+    max_tokens: int = 24
+
+
+@dataclass
+class LoggerConfig:
+    tensorboard: bool = True
+    attention: AttentionLogConfig = field(default_factory=AttentionLogConfig)
+    hparams: bool = True
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    heads: int = MISSING
+    key_dim: int = MISSING
+    value_dim: Optional[int] = None
+    dropout: float = MISSING
+    layers: int = MISSING
+    embed_dim: int = MISSING
+    ff_dim: int = MISSING
+    seq_len: int = MISSING
+    epochs: int = MISSING
+    batch_size: int = MISSING
+    lr: float = MISSING
+    seed: int = 42
+    deterministic: bool = False
+    optimized_metric: Optional[str] = "best_val_accuracy"
+    # Free-form room for experiment configs (notes, tags); never read by the code.
+    tags: Any = None
+
+
+def register_configs() -> None:
+    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+
+
+# (key in the composed config, name a user types, check, what is allowed)
+def _positive_int(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+_CHECKS = [
+    ("model.num_heads", "heads", _positive_int, "an integer >= 1"),
+    ("model.key_dim", "key_dim", _positive_int, "an integer >= 1"),
+    ("model.value_dim", "value_dim", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
+    ("model.num_layers", "layers", _positive_int, "an integer >= 1"),
+    ("model.embed_dim", "embed_dim", _positive_int, "an integer >= 1"),
+    ("model.ff_dim", "ff_dim", _positive_int, "an integer >= 1"),
+    ("model.max_len", "seq_len", _positive_int, "an integer >= 1"),
+    ("model.dropout", "dropout", lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    ("trainer.epochs", "epochs", _positive_int, "an integer >= 1"),
+    ("trainer.batch_size", "batch_size", _positive_int, "an integer >= 1"),
+    ("trainer.lr", "lr", lambda v: math.isfinite(v) and v > 0, "a number > 0"),
+    ("trainer.weight_decay", "trainer.weight_decay", lambda v: v >= 0, "a number >= 0"),
+    ("trainer.warmup_fraction", "trainer.warmup_fraction", lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    ("trainer.early_stopping_patience", "trainer.early_stopping_patience", lambda v: v >= 0, "an integer >= 0"),
+    ("trainer.steps_per_execution", "trainer.steps_per_execution", _positive_int, "an integer >= 1"),
+    ("trainer.precision", "trainer.precision", lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS)),
+    ("trainer.distribution", "trainer.distribution", lambda v: v in DISTRIBUTIONS,
+     "one of " + ", ".join(DISTRIBUTIONS)),
+    ("data.name", "data", lambda v: v in DATASETS, "one of " + ", ".join(DATASETS)),
+    ("data.limit", "data.limit", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
+    ("data.val_fraction", "data.val_fraction", lambda v: 0 < v < 1, "a number in (0, 1)"),
+    ("data.vocab_size", "data.vocab_size", lambda v: isinstance(v, int) and v >= 3, "an integer >= 3"),
+    ("logger.attention.every_n_epochs", "logger.attention.every_n_epochs", lambda v: v >= 0,
+     "an integer >= 0 (0 disables)"),
+    ("logger.attention.max_tokens", "logger.attention.max_tokens", _positive_int, "an integer >= 1"),
+]
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Raise ConfigError for the first value that is out of range. Touches no file."""
+    if OmegaConf.is_missing(cfg.data, "path") and cfg.data.name == "folder":
+        raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
+    for key, shown, ok, allowed in _CHECKS:
+        value = OmegaConf.select(cfg, key)
+        try:
+            good = ok(value)
+        except TypeError:
+            good = False
+        if not good:
+            where = "" if shown == key else f" ({key})"
+            raise ConfigError(f"{shown}={_fmt(value)}{where} is invalid: must be {allowed}")
+    if cfg.data.name == "folder":
+        path = cfg.data.path
+        if not path:
+            raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
+        if not os.path.isdir(path):
+            raise ConfigError(f"data.path={path} does not exist or is not a directory")
+        missing = [s for s in ("train", "test") if not os.path.isdir(os.path.join(path, s))]
+        if missing:
+            raise ConfigError(f"data.path={path} has no {' or '.join(s + '/' for s in missing)} folder: "
+                              "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt")
+    if cfg.trainer.precision == "mixed_float16" and cfg.trainer.distribution == "none":
+        pass  # allowed: Keras wraps the optimizer in a LossScaleOptimizer itself
+
+
+def _fmt(value) -> str:
+    return "null" if value is None else str(value)

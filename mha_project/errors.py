@@ -1,0 +1,9 @@
+"""User-facing errors: the CLI prints them as one line (no traceback) and exits with code 2."""
+
+
+class UserError(Exception):
+    """Something the user can fix: a bad value, a missing file, a run that diverged."""
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration value that is out of range or names something that does not exist."""

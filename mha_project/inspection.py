@@ -1,0 +1,61 @@
+"""Inspect one sentence with a trained run: prediction, most-attended tokens, a layers x heads picture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mha_project.errors import UserError
+from mha_project.run import load_run
+
+
+def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max_tokens: int = 24) -> dict:
+    if not text or not text.strip():
+        raise UserError('text is empty: give the sentence to inspect, e.g. "a lovely, fresh coffee"')
+    run = load_run(run_dir)
+
+    from mha_project.attention import scores_for_texts
+    from mha_project.callbacks import write_attention_summaries
+    from mha_project.data import encode
+    from mha_project.plots import attention_grid, save_figure
+
+    full_length = len(run.vectorizer(np.asarray([text], dtype=object))[0])
+    notice = None
+    if full_length > run.seq_len:
+        notice = f"notice: the text has {full_length} tokens; only the first {run.seq_len} (seq_len) are used"
+    if len(encode([text], run.vectorizer, run.seq_len)[0]) == 0:
+        raise UserError(f"text {text!r} has no tokens after standardisation (only punctuation or spaces)")
+
+    scores, tokens, ids = scores_for_texts(run.model, run.vectorizer, [text], run.seq_len)
+    tokens = tokens[0]
+    probs = run.model.predict(ids, verbose=0)[0]
+    predicted = int(np.argmax(probs))
+
+    top = []  # per layer and head: the tokens that receive the most attention (mean over queries)
+    for l, layer_scores in enumerate(scores):
+        for h in range(layer_scores.shape[1]):
+            received = layer_scores[0, h].mean(axis=0)
+            order = np.argsort(-received)[:top_k]
+            top.append({"layer": l, "head": h,
+                        "tokens": [(tokens[i], float(received[i])) for i in order]})
+
+    out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
+    fig = attention_grid([s[0] for s in scores], tokens, f"{text[:80]} → {run.class_names[predicted]} "
+                         f"({probs[predicted]:.2f})", max_tokens)
+    save_figure(fig, out_path)
+
+    import tensorflow as tf
+
+    writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "inspect"))
+    write_attention_summaries(writer, run.model, run.vectorizer, [text], run.seq_len, step=0,
+                              class_names=run.class_names, max_tokens=max_tokens, prefix="inspect/")
+    writer.close()
+    return {"text": text, "predicted": run.class_names[predicted], "probability": float(probs[predicted]),
+            "probabilities": {c: float(p) for c, p in zip(run.class_names, probs)}, "tokens": tokens,
+            "top": top, "png": str(out_path), "notice": notice}
+
+
+def _slug(text: str) -> str:
+    keep = "".join(ch if ch.isalnum() else "_" for ch in text.strip()[:40])
+    return keep.strip("_") or "text"

@@ -1,0 +1,211 @@
+"""The Transformer encoder's building blocks, written the keras-hub way.
+
+Each layer has an explicit ``build``, a ``get_config`` that round-trips through
+``model.save``/``keras.saving.load_model``, and is registered under the ``mha_project`` package.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import layers, ops
+
+PACKAGE = "mha_project"
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class TokenAndPositionEmbedding(layers.Layer):
+    """Token embedding plus a learned position embedding; emits the padding mask.
+
+    Token id 0 is padding: ``compute_mask`` returns ``token_ids != 0``, and Keras hands that mask to
+    every following layer, so each ``MultiHeadAttention`` gives padding zero attention.
+
+    Args:
+        vocab_size: number of token ids (0 = padding, 1 = out-of-vocabulary).
+        max_len: the longest sequence the position table covers; shorter inputs are fine.
+        embed_dim: width of the embeddings (the model's ``d_model``).
+
+    Example:
+    >>> emb = TokenAndPositionEmbedding(vocab_size=100, max_len=16, embed_dim=8)
+    >>> emb(ops.convert_to_tensor([[5, 7, 0, 0]])).shape
+    TensorShape([1, 4, 8])
+    """
+
+    def __init__(self, vocab_size: int, max_len: int, embed_dim: int, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.max_len = max_len
+        self.embed_dim = embed_dim
+        self.token_embedding = layers.Embedding(vocab_size, embed_dim, name="token_embedding")
+        self.position_embedding = layers.Embedding(max_len, embed_dim, name="position_embedding")
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.token_embedding.build(input_shape)
+        self.position_embedding.build((None,))
+        self.built = True
+
+    def call(self, token_ids):
+        length = ops.shape(token_ids)[-1]
+        positions = ops.arange(length)
+        # Inputs may be shorter than max_len (dynamic padding); never longer.
+        return self.token_embedding(token_ids) + self.position_embedding(positions)[None, :, :]
+
+    def compute_mask(self, token_ids, mask=None):
+        return ops.not_equal(token_ids, 0)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.embed_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, max_len=self.max_len, embed_dim=self.embed_dim)
+        return config
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class EncoderBlock(layers.Layer):
+    """One Transformer encoder block around ``keras.layers.MultiHeadAttention``.
+
+    Post-norm (the original Transformer) by default::
+
+        x = LayerNorm(x + Dropout(MHA(x, x, x, attention_mask=padding)))
+        x = LayerNorm(x + Dropout(Dense(embed_dim)(Dense(ff_dim, activation)(x))))
+
+    With ``norm_first=True`` (pre-norm) the LayerNorms move in front of each sub-layer.
+
+    Args:
+        num_heads: attention heads; each attends independently over its own projection.
+        key_dim: size of each head's query/key projection (``d_k``; scores are scaled by 1/sqrt(d_k)).
+        value_dim: size of each head's value projection; ``None`` means ``key_dim``.
+        ff_dim: hidden width of the feed-forward network.
+        dropout: rate used on the attention probabilities and on both residual branches.
+        activation: feed-forward activation.
+        use_bias: whether the Q/K/V/output projections have biases.
+        norm_first: pre-norm instead of post-norm.
+        layer_norm_epsilon: epsilon of both LayerNormalizations.
+
+    Call args:
+        inputs: ``(batch, seq, embed_dim)``.
+        mask: ``(batch, seq)`` boolean padding mask (passed automatically by Keras).
+        return_attention_scores: also return the ``(batch, heads, seq, seq)`` attention scores.
+
+    Example:
+    >>> block = EncoderBlock(num_heads=4, key_dim=16, ff_dim=64)
+    >>> out, scores = block(keras.random.normal((2, 10, 32)), return_attention_scores=True)
+    >>> tuple(out.shape), tuple(scores.shape)
+    ((2, 10, 32), (2, 4, 10, 10))
+    """
+
+    def __init__(self, num_heads: int, key_dim: int, ff_dim: int, value_dim: int | None = None,
+                 dropout: float = 0.0, activation: str = "gelu", use_bias: bool = True,
+                 norm_first: bool = False, layer_norm_epsilon: float = 1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
+        self.ff_dim = ff_dim
+        self.dropout = dropout
+        self.activation = activation
+        self.use_bias = use_bias
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        embed_dim = input_shape[-1]
+        self.attention = layers.MultiHeadAttention(
+            num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
+            dropout=self.dropout, use_bias=self.use_bias, name="attention", dtype=self.dtype_policy)
+        self.attention.build(input_shape, input_shape)
+        self.attention_dropout = layers.Dropout(self.dropout, name="attention_output_dropout")
+        self.attention_norm = layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="attention_norm",
+                                                        dtype=self.dtype_policy)
+        self.attention_norm.build(input_shape)
+        self.ff_inner = layers.Dense(self.ff_dim, activation=self.activation, name="ff_inner",
+                                     dtype=self.dtype_policy)
+        self.ff_inner.build(input_shape)
+        self.ff_outer = layers.Dense(embed_dim, name="ff_outer", dtype=self.dtype_policy)
+        self.ff_outer.build(tuple(input_shape[:-1]) + (self.ff_dim,))
+        self.ff_dropout = layers.Dropout(self.dropout, name="ff_dropout")
+        self.ff_norm = layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="ff_norm",
+                                                 dtype=self.dtype_policy)
+        self.ff_norm.build(input_shape)
+        self.built = True
+
+    def call(self, inputs, mask=None, training=None, return_attention_scores=False):
+        attention_mask = None
+        if mask is not None:
+            # (batch, 1, seq): every query row may attend to real tokens only. Padding *query* rows
+            # are masked by MultiHeadAttention itself from the mask Keras attaches to `inputs`.
+            attention_mask = ops.cast(mask, "bool")[:, None, :]
+
+        x = inputs
+        residual = x
+        if self.norm_first:
+            x = self.attention_norm(x)
+        x, scores = self.attention(x, x, x, attention_mask=attention_mask, training=training,
+                                   return_attention_scores=True)
+        x = residual + self.attention_dropout(x, training=training)
+        if not self.norm_first:
+            x = self.attention_norm(x)
+
+        residual = x
+        if self.norm_first:
+            x = self.ff_norm(x)
+        x = self.ff_outer(self.ff_inner(x))
+        x = residual + self.ff_dropout(x, training=training)
+        if not self.norm_first:
+            x = self.ff_norm(x)
+
+        if return_attention_scores:
+            return x, scores
+        return x
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
+                      ff_dim=self.ff_dim, dropout=self.dropout, activation=self.activation,
+                      use_bias=self.use_bias, norm_first=self.norm_first,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
+        return config
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class MaskedMeanPooling(layers.Layer):
+    """Mean over the real tokens of each sequence: ``sum(x * mask) / max(1, sum(mask))``.
+
+    Written here rather than using ``GlobalAveragePooling1D`` because that layer divides by zero
+    (NaN) for a text with no tokens at all (an empty string, or one made only of punctuation).
+
+    Example:
+    >>> pool = MaskedMeanPooling()
+    >>> x = ops.convert_to_tensor([[[1.0], [3.0], [100.0]]])
+    >>> float(pool(x, mask=ops.convert_to_tensor([[True, True, False]]))[0, 0])
+    2.0
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.built = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return ops.mean(inputs, axis=1)
+        weights = ops.cast(mask, inputs.dtype)[:, :, None]
+        total = ops.sum(inputs * weights, axis=1)
+        return total / ops.maximum(ops.sum(weights, axis=1), ops.cast(1.0, inputs.dtype))
+
+    def compute_mask(self, inputs, mask=None):
+        return None  # the pooled vector has no time axis left to mask
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])

@@ -1,0 +1,42 @@
+"""The classifier: embeddings -> N x EncoderBlock (MultiHeadAttention) -> masked mean pool -> softmax.
+
+``model.num_heads`` (the ``heads`` shortcut in configs/train.yaml) goes straight into
+``EncoderBlock(num_heads=...)``, which builds ``keras.layers.MultiHeadAttention(num_heads=...)``.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import layers
+
+from mha_project.layers import EncoderBlock, MaskedMeanPooling, TokenAndPositionEmbedding
+
+
+def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Model:
+    """Build the encoder classifier from the ``model`` config group."""
+    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    x = TokenAndPositionEmbedding(vocab_size, model_cfg.max_len, model_cfg.embed_dim, name="embedding")(token_ids)
+    x = layers.Dropout(model_cfg.dropout, name="embedding_dropout")(x)
+    for i in range(model_cfg.num_layers):
+        x = EncoderBlock(
+            num_heads=model_cfg.num_heads,
+            key_dim=model_cfg.key_dim,
+            value_dim=model_cfg.value_dim,
+            ff_dim=model_cfg.ff_dim,
+            dropout=model_cfg.dropout,
+            activation=model_cfg.activation,
+            use_bias=model_cfg.use_bias,
+            norm_first=model_cfg.norm_first,
+            name=f"encoder_{i}",
+        )(x)
+    if model_cfg.norm_first:
+        x = layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
+    x = MaskedMeanPooling(name="masked_mean_pool")(x)  # padding excluded from the mean
+    x = layers.Dropout(model_cfg.dropout, name="head_dropout")(x)
+    # float32 output keeps the softmax stable under mixed precision.
+    probs = layers.Dense(num_classes, activation="softmax", dtype="float32", name="classifier")(x)
+    return keras.Model(token_ids, probs, name="mha_classifier")
+
+
+def encoder_blocks(model: keras.Model) -> list[EncoderBlock]:
+    return [layer for layer in model.layers if isinstance(layer, EncoderBlock)]

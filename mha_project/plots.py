@@ -1,0 +1,51 @@
+"""Matplotlib pictures (Agg, no screen): attention heatmaps and PNG bytes for TensorBoard."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def attention_grid(scores_per_layer: list[np.ndarray], tokens: list[str], title: str = "",
+                   max_tokens: int = 24):
+    """One row per layer, one panel per head: who (row: query) attends to whom (column: key).
+
+    ``scores_per_layer[l]`` is ``(heads, T, T)`` for a single text.
+    """
+    n = min(len(tokens), max_tokens)
+    labels = [t if len(t) <= 12 else t[:11] + "…" for t in tokens[:n]]
+    layers, heads = len(scores_per_layer), scores_per_layer[0].shape[0]
+    size = max(2.2, 0.18 * n + 1.0)
+    fig, axes = plt.subplots(layers, heads, figsize=(size * heads, size * layers), squeeze=False)
+    for l, layer_scores in enumerate(scores_per_layer):
+        for h in range(heads):
+            ax = axes[l][h]
+            ax.imshow(layer_scores[h, :n, :n], cmap="viridis", vmin=0.0, vmax=max(1e-6, layer_scores[h, :n, :n].max()))
+            ax.set_title(f"layer {l} · head {h}", fontsize=8)
+            ax.set_xticks(range(n), labels, rotation=90, fontsize=6)
+            ax.set_yticks(range(n), labels, fontsize=6)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def figure_to_png(fig) -> bytes:
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # missing glyphs (e.g. Hangul without a CJK font) are drawn as boxes
+        fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def save_figure(fig, path) -> None:
+    from mha_project.io import write_bytes_atomic
+
+    write_bytes_atomic(path, figure_to_png(fig))

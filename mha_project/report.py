@@ -1,0 +1,153 @@
+"""Sweep report: one row per job of a Hydra multirun directory, as Markdown, CSV and a plot."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import yaml
+
+from mha_project.errors import UserError
+from mha_project.io import write_text_atomic
+
+METRIC_COLUMNS = ("best_val_accuracy", "test_accuracy", "params", "train_seconds", "epochs_run")
+
+
+def collect_jobs(sweep_dir) -> list[dict]:
+    """Every job folder (one with .hydra/) under ``sweep_dir``: its overrides, metrics and status."""
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise UserError(f"sweep dir {sweep_dir} does not exist or is not a directory")
+    jobs = []
+    for hydra_dir in sorted(sweep_dir.glob("*/.hydra"), key=lambda p: _job_sort_key(p.parent.name)):
+        job_dir = hydra_dir.parent
+        overrides = _read_overrides(hydra_dir / "overrides.yaml")
+        row = {"job": job_dir.name, "overrides": overrides, "status": "finished", "reason": ""}
+        metrics_file, failure_file = job_dir / "metrics.json", job_dir / "failure.json"
+        if metrics_file.exists():
+            metrics = json.loads(metrics_file.read_text())
+            row.update({k: metrics.get(k) for k in METRIC_COLUMNS})
+        elif failure_file.exists():
+            row.update(status="failed", reason=json.loads(failure_file.read_text()).get("reason", ""))
+        else:
+            row.update(status="unfinished", reason="no metrics.json (still running, or killed)")
+        jobs.append(row)
+    if not jobs:
+        raise UserError(f"{sweep_dir} holds no Hydra jobs (expected numbered folders with .hydra/ inside, "
+                        "as written by python scripts/train.py -m ...)")
+    return jobs
+
+
+def swept_keys(jobs: list[dict]) -> list[str]:
+    keys: list[str] = []
+    for job in jobs:
+        for key in job["overrides"]:
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def sort_jobs(jobs: list[dict]) -> list[dict]:
+    def key(job):
+        value = job.get("best_val_accuracy")
+        return (job["status"] != "finished", -(value if isinstance(value, (int, float)) else -1))
+
+    return sorted(jobs, key=key)
+
+
+def to_table(jobs: list[dict]) -> tuple[list[str], list[list[str]]]:
+    keys = swept_keys(jobs)
+    header = ["job", *keys, *METRIC_COLUMNS, "status", "reason"]
+    rows = []
+    for job in sort_jobs(jobs):
+        rows.append([job["job"], *[str(job["overrides"].get(k, "")) for k in keys],
+                     *[_fmt(job.get(c)) for c in METRIC_COLUMNS], job["status"], job["reason"]])
+    return header, rows
+
+
+def markdown(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot(jobs: list[dict], path: Path, x_key: str = "heads", line_key: str = "key_dim",
+         metric: str = "best_val_accuracy") -> bool:
+    """Accuracy against heads, one line per key_dim; mean and min-max band over seeds."""
+    import numpy as np
+
+    from mha_project.plots import plt, save_figure
+
+    finished = [j for j in jobs if j["status"] == "finished" and j.get(metric) is not None]
+    if not finished or not any(x_key in j["overrides"] for j in finished):
+        return False
+    groups: dict = {}
+    for job in finished:
+        line = job["overrides"].get(line_key, "default")
+        x = _number(job["overrides"].get(x_key))
+        groups.setdefault(line, {}).setdefault(x, []).append(job[metric])
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for line in sorted(groups, key=_number):
+        xs = sorted(groups[line])
+        values = [groups[line][x] for x in xs]
+        mean = np.array([np.mean(v) for v in values])
+        ax.plot(xs, mean, marker="o", label=f"{line_key}={line}")
+        ax.fill_between(xs, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({x for g in groups.values() for x in g}))
+    ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(metric.replace("_", " "))
+    ax.set_title(f"{metric.replace('_', ' ')} vs {x_key} (mean, band = min..max over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True
+
+
+def write_report(sweep_dir) -> dict:
+    sweep_dir = Path(sweep_dir)
+    jobs = collect_jobs(sweep_dir)
+    header, rows = to_table(jobs)
+    text = markdown(header, rows)
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows([header, *rows])
+    write_text_atomic(sweep_dir / "report.md", f"# Sweep report: {sweep_dir.name}\n\n{text}")
+    write_text_atomic(sweep_dir / "report.csv", buffer.getvalue())
+    plotted = plot(jobs, sweep_dir / "report.png")
+    return {"jobs": jobs, "markdown": text, "plot": plotted}
+
+
+def _read_overrides(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    overrides = {}
+    for item in yaml.safe_load(path.read_text()) or []:
+        key, _, value = str(item).partition("=")
+        if key.startswith(("hydra.", "hydra/", "experiment", "hparams_search")):
+            continue
+        overrides[key.lstrip("+~")] = value
+    return overrides
+
+
+def _job_sort_key(name: str):
+    return (0, int(name)) if name.isdigit() else (1, name)
+
+
+def _number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.inf
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}" if value < 10 else f"{value:.1f}"
+    return str(value)

@@ -1,0 +1,72 @@
+"""Reading a finished run directory back: config, model (safe_mode), vocabulary, metrics."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from mha_project.errors import UserError
+
+REQUIRED = ("model.keras", "vocab.txt")
+
+
+@dataclass
+class Run:
+    path: Path
+    cfg: DictConfig
+    model: object
+    vectorizer: object
+    metrics: dict
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self.metrics["class_names"])
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.cfg.data.seq_len)
+
+
+def check_run_dir(path) -> Path:
+    """Raise a one-line UserError unless ``path`` is a finished run directory."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"run dir {path} does not exist or is not a directory "
+                        "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)")
+    if not (path / ".hydra" / "config.yaml").is_file():
+        raise UserError(f"{path} is not a run directory: no .hydra/config.yaml "
+                        "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)")
+    missing = [name for name in ("metrics.json",) + REQUIRED if not (path / name).is_file()]
+    if missing:
+        raise UserError(f"{path} is a run that never finished (missing {', '.join(missing)}); "
+                        f"resume it with: python scripts/train.py hydra.run.dir={path} <same overrides>")
+    return path
+
+
+def load_model_safely(path):
+    """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
+    import keras
+
+    import mha_project.layers  # noqa: F401  (registers the custom layers)
+
+    try:
+        return keras.saving.load_model(path, safe_mode=True)
+    except ValueError as err:
+        if "safe_mode" in str(err) or "Lambda" in str(err):
+            raise UserError(f"refusing to load {path}: it contains a Lambda layer or other arbitrary code, "
+                            "which safe_mode=True does not deserialise; only models built by mha_project load") from None
+        raise
+
+
+def load_run(path) -> Run:
+    from mha_project.data import make_vectorizer, read_vocabulary
+
+    path = check_run_dir(path)
+    cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
+    model = load_model_safely(path / "model.keras")
+    vectorizer = make_vectorizer(None, int(cfg.data.vocab_size), vocabulary=read_vocabulary(path / "vocab.txt"))
+    metrics = json.loads((path / "metrics.json").read_text())
+    return Run(path, cfg, model, vectorizer, metrics)

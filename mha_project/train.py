@@ -1,0 +1,237 @@
+"""``train(cfg)``: data -> model -> keras.fit with callbacks -> test once -> run directory.
+
+A run directory (Hydra's output dir) ends up holding:
+
+    .hydra/            the composed config, overrides            (Hydra)
+    history.csv        one row per epoch                         (CSVLogger)
+    backup/            state to resume a killed run              (BackupAndRestore)
+    checkpoints/       best weights by val_accuracy              (ModelCheckpoint)
+    tensorboard/       scalars, attention images, HParams        (TensorBoard, AttentionLogger)
+    model.keras        the trained classifier (token ids -> class probabilities)
+    vocab.txt          the TextVectorization vocabulary
+    export/            SavedModel: raw strings -> class probabilities
+    metrics.json       written last and atomically: its presence means the run finished
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from mha_project.config import validate_config
+from mha_project.errors import UserError
+
+HPARAM_KEYS = ("heads", "key_dim", "value_dim", "dropout", "layers", "embed_dim", "ff_dim", "seq_len",
+               "batch_size", "lr", "seed")
+
+
+def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
+    """Train one model as configured; write the run directory; return the metrics dict."""
+    validate_config(cfg)  # before any data is loaded or file written
+    run_dir = Path(run_dir) if run_dir is not None else _hydra_run_dir()
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    import keras
+    import tensorflow as tf
+
+    from mha_project.callbacks import AttentionLogger, EpochCounter, log_hparams
+    from mha_project.data import load_dataset, make_pipeline, make_vectorizer, save_vocabulary
+    from mha_project.distribute import make_strategy
+    from mha_project.io import write_json_atomic
+    from mha_project.model import build_classifier
+
+    strategy = make_strategy(cfg.trainer.distribution)
+    keras.utils.set_random_seed(cfg.seed)
+    if cfg.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.mixed_precision.set_global_policy(cfg.trainer.precision)
+
+    data = load_dataset(cfg.data, cfg.seed)
+    print(f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
+          f"val {len(data.val_texts)} · test {len(data.test_texts)}")
+    vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
+    save_vocabulary(vectorizer, run_dir / "vocab.txt")
+    seq_len, batch_size = cfg.data.seq_len, cfg.trainer.batch_size
+
+    def pipeline(texts, labels, shuffle):
+        return make_pipeline(texts, labels, vectorizer, seq_len, batch_size, shuffle=shuffle, seed=cfg.seed,
+                             bucketing=cfg.data.bucketing)
+
+    train_ds = pipeline(data.train_texts, data.train_labels, True)
+    val_ds = pipeline(data.val_texts, data.val_labels, False)
+    test_ds = pipeline(data.test_texts, data.test_labels, False)
+
+    steps_per_epoch = math.ceil(len(data.train_texts) / batch_size) + 8  # + partial batches of the buckets
+    total_steps = steps_per_epoch * cfg.trainer.epochs
+    with strategy.scope():
+        model = build_classifier(cfg.model, vocabulary_size(vectorizer), data.num_classes)
+        schedule = keras.optimizers.schedules.CosineDecay(
+            initial_learning_rate=0.0 if cfg.trainer.warmup_fraction > 0 else cfg.trainer.lr,
+            decay_steps=max(1, total_steps - int(cfg.trainer.warmup_fraction * total_steps)),
+            warmup_target=cfg.trainer.lr if cfg.trainer.warmup_fraction > 0 else None,
+            warmup_steps=int(cfg.trainer.warmup_fraction * total_steps),
+        )
+        model.compile(
+            optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=cfg.trainer.weight_decay,
+                                             clipnorm=1.0),
+            loss="sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+            jit_compile=cfg.trainer.jit_compile,
+            steps_per_execution=cfg.trainer.steps_per_execution,
+        )
+
+    history_csv = run_dir / "history.csv"
+    best_weights = run_dir / "checkpoints" / "best.weights.h5"
+    best_weights.parent.mkdir(exist_ok=True)
+    previous = read_history(history_csv)  # non-empty when resuming a killed run
+    counter = EpochCounter()
+    callbacks = [
+        keras.callbacks.TerminateOnNaN(),
+        keras.callbacks.ModelCheckpoint(best_weights, monitor="val_accuracy", mode="max", save_best_only=True,
+                                        save_weights_only=True,
+                                        initial_value_threshold=_best(previous, "val_accuracy")),
+        keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max",
+                                      patience=cfg.trainer.early_stopping_patience, restore_best_weights=True),
+        keras.callbacks.CSVLogger(history_csv, append=True),
+        counter,
+    ]
+    if cfg.logger.tensorboard:
+        callbacks.append(keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch"))
+        attention = cfg.logger.attention
+        if attention.every_n_epochs > 0:
+            probes = list(attention.probe_texts) or data.val_texts[: attention.num_probes]
+            labels = None if attention.probe_texts else data.val_labels[: attention.num_probes]
+            callbacks.append(AttentionLogger(run_dir / "tensorboard" / "attention", vectorizer, probes, seq_len,
+                                             attention.every_n_epochs, labels=labels,
+                                             class_names=data.class_names, max_tokens=attention.max_tokens))
+    # Last: saves the epoch's state only after everything above has recorded it.
+    callbacks.append(keras.callbacks.BackupAndRestore(run_dir / "backup"))
+
+    # Bucketed batches make the epoch length unknown to Keras up front; its "ran out of data" warning
+    # is expected here, not a bug.
+    warnings.filterwarnings("ignore", message="Your input ran out of data")
+    start = time.perf_counter()
+    history = model.fit(train_ds, validation_data=val_ds, epochs=cfg.trainer.epochs, callbacks=callbacks,
+                        shuffle=False,  # tf.data reshuffles every epoch with the seed
+                        verbose="auto" if sys.stdout.isatty() else 2)  # one line per epoch in logs
+    train_seconds = time.perf_counter() - start
+
+    losses = history.history.get("loss", [])
+    if not losses or not all(np.isfinite(losses)):
+        raise UserError(f"training diverged: loss became NaN/inf in epoch {counter.last_epoch + 1} with lr={cfg.lr}; "
+                        f"last good weights kept in {best_weights}; try a smaller lr")
+    if best_weights.exists():
+        model.load_weights(best_weights)  # test the epoch that was best on validation
+
+    test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
+    rows = read_history(history_csv)
+    epochs_run = max(int(r["epoch"]) for r in rows) + 1 if rows else counter.last_epoch
+    trained_now = len(losses)
+    metrics = {
+        "test_accuracy": float(test_accuracy),
+        "test_loss": float(test_loss),
+        "best_val_accuracy": _best(rows, "val_accuracy"),
+        "epochs_run": epochs_run,
+        "train_seconds": round(train_seconds, 3),
+        "train_examples_per_second": round(len(data.train_texts) * trained_now / max(train_seconds, 1e-9), 1),
+        "params": int(model.count_params()),
+        "dataset": data.name,
+        "num_classes": data.num_classes,
+        "class_names": data.class_names,
+        "train_examples": len(data.train_texts),
+        "val_examples": len(data.val_texts),
+        "test_examples": len(data.test_texts),
+        "hparams": hparams_of(cfg),
+    }
+
+    model.save(run_dir / "model.keras")
+    export_inference_model(model, vectorizer, seq_len, run_dir / "export")
+    if cfg.logger.tensorboard and cfg.logger.hparams:
+        log_hparams(run_dir / "tensorboard", metrics["hparams"], metrics, trial_id=str(run_dir))
+    write_json_atomic(run_dir / "metrics.json", metrics)  # last: marks the run as finished
+
+    print(f"run dir: {run_dir}")
+    print(f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
+          f"{epochs_run} epochs, {train_seconds:.1f}s)")
+    return metrics
+
+
+def run_from_cli(cfg: DictConfig):
+    """What ``scripts/train.py`` runs: ``train`` plus the error policy of a command-line tool.
+
+    * Single run: a UserError prints one line and exits with code 2 (no traceback).
+    * Multirun (sweeps): any failure is recorded in the job's ``failure.json`` and the sweep goes on;
+      the job returns NaN, which Optuna records as a failed trial.
+    Returns ``metrics[cfg.optimized_metric]`` (what a sweeper optimises), or the metrics dict.
+    """
+    import traceback
+
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from mha_project.cli import fail
+    from mha_project.io import write_json_atomic
+
+    multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    try:
+        metrics = train(cfg)
+    except Exception as err:  # noqa: BLE001  (sorted below: user errors vs bugs)
+        user_error = isinstance(err, UserError)
+        if not multirun:
+            if user_error:
+                fail(str(err))
+            raise
+        reason = str(err) if user_error else f"{type(err).__name__}: {err}"
+        write_json_atomic(_hydra_run_dir() / "failure.json",
+                          {"status": "failed", "reason": reason,
+                           "traceback": None if user_error else traceback.format_exc()})
+        print(f"error: job {HydraConfig.get().job.num} failed: {reason}", flush=True)
+        return float("nan")
+    if cfg.optimized_metric:
+        value = metrics.get(cfg.optimized_metric)
+        return float("nan") if value is None else float(value)
+    return metrics
+
+
+def hparams_of(cfg: DictConfig) -> dict:
+    return {k: OmegaConf.select(cfg, k) for k in HPARAM_KEYS}
+
+
+def vocabulary_size(vectorizer) -> int:
+    return len(vectorizer.get_vocabulary())
+
+
+def read_history(path: Path) -> list[dict]:
+    if not Path(path).exists():
+        return []
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row.get("epoch", "").strip().isdigit()]
+
+
+def _best(rows: list[dict], key: str):
+    values = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+    return max(values) if values else None
+
+
+def export_inference_model(model, vectorizer, seq_len: int, path: Path) -> None:
+    """SavedModel taking raw strings (shape (batch,)) and returning class probabilities."""
+    import keras
+
+    text_to_ids = keras.layers.TextVectorization(output_mode="int", output_sequence_length=seq_len,
+                                                 vocabulary=vectorizer.get_vocabulary()[2:], name="text_to_ids")
+    text = keras.Input(shape=(), dtype="string", name="text")
+    end_to_end = keras.Model(text, model(text_to_ids(text)), name="text_classifier")
+    end_to_end.export(str(path), verbose=False)
+
+
+def _hydra_run_dir() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)

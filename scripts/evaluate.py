@@ -1,0 +1,30 @@
+"""Reload a finished run and measure it on its test split again.
+
+    python scripts/evaluate.py outputs/runs/<time>
+"""
+
+import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
+
+import argparse
+import json
+
+from mha_project.cli import fail
+from mha_project.errors import UserError
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", help="a run directory written by scripts/train.py")
+    args = parser.parse_args()
+    try:
+        from mha_project.evaluate import evaluate_run
+
+        result = evaluate_run(args.run_dir)
+    except UserError as err:
+        fail(str(err))
+    print(json.dumps(result, indent=2))
+    print(f"test accuracy: {result['test_accuracy']:.4f}  (recorded at training: {result['recorded_test_accuracy']:.4f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Show what a trained model attends to in one sentence.
+
+    python scripts/inspect_attention.py outputs/runs/<time> "the coffee was fresh and lovely"
+    python scripts/inspect_attention.py outputs/runs/<time> "..." --out attention.png
+
+Prints the predicted class and, per layer and head, the tokens receiving the most attention; writes a
+PNG grid (layers x heads) and the same images into the run's TensorBoard log (tensorboard/inspect).
+"""
+
+import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
+
+import argparse
+
+from mha_project.cli import fail
+from mha_project.errors import UserError
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", help="a run directory written by scripts/train.py")
+    parser.add_argument("text", help="the text to inspect")
+    parser.add_argument("--out", help="PNG path (default: RUN_DIR/inspect/attention_<text>.png)")
+    parser.add_argument("--top", type=int, default=3, help="tokens listed per head (default 3)")
+    parser.add_argument("--max-tokens", type=int, default=24, help="tokens shown per heatmap axis (default 24)")
+    args = parser.parse_args()
+    try:
+        from mha_project.inspection import inspect_text
+
+        result = inspect_text(args.run_dir, args.text, out=args.out, top_k=args.top, max_tokens=args.max_tokens)
+    except UserError as err:
+        fail(str(err))
+    if result["notice"]:
+        print(result["notice"])
+    print(f"predicted: {result['predicted']} (p={result['probability']:.3f})")
+    for row in result["top"]:
+        listed = ", ".join(f"{tok} {p:.2f}" for tok, p in row["tokens"])
+        print(f"layer {row['layer']} head {row['head']}: {listed}")
+    print(f"picture: {result['png']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Summarise a sweep: report.md, report.csv and report.png inside SWEEP_DIR, and the table printed.
+
+    python scripts/sweep_report.py outputs/multirun/<time>
+"""
+
+import argparse
+
+from mha_project.cli import fail
+from mha_project.errors import UserError
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_dir", help="a Hydra multirun directory (outputs/multirun/<time>)")
+    args = parser.parse_args()
+    try:
+        from mha_project.report import write_report
+
+        result = write_report(args.sweep_dir)
+    except UserError as err:
+        fail(str(err))
+    print(result["markdown"], end="")
+    failed = [j for j in result["jobs"] if j["status"] != "finished"]
+    print(f"{len(result['jobs'])} jobs, {len(failed)} failed or unfinished; "
+          f"wrote report.md, report.csv{', report.png' if result['plot'] else ''} in {args.sweep_dir}")
+
+
+if __name__ == "__main__":
+    main()

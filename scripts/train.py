@@ -1,0 +1,25 @@
+"""Train the multi-head-attention classifier.
+
+    python scripts/train.py                              # offline default: Amazon Fine Food reviews
+    python scripts/train.py heads=8 key_dim=32 dropout=0.2
+    python scripts/train.py -m heads=1,2,4,8 key_dim=16,64
+"""
+
+import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
+
+import hydra
+from omegaconf import DictConfig
+
+from mha_project.config import register_configs
+from mha_project.train import run_from_cli
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path="../configs", config_name="train")
+def main(cfg: DictConfig):
+    return run_from_cli(cfg)
+
+
+if __name__ == "__main__":
+    main()

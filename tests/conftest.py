@@ -1,0 +1,51 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A model and data small enough for a CI machine with 2 cores.
+TINY = [
+    "heads=2", "key_dim=8", "embed_dim=16", "ff_dim=16", "seq_len=32", "epochs=1", "batch_size=32",
+    "data.limit=160", "data.vocab_size=400", "logger.attention.num_probes=2", "logger.attention.max_tokens=8",
+]
+
+
+def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", **(env or {}))
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def train_tiny(run_dir: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return run_script("train.py", *TINY, f"hydra.run.dir={run_dir}", *overrides, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """One finished tiny training run made by the real CLI, shared by the tests that read a run."""
+    run_dir = tmp_path_factory.mktemp("tiny_run") / "run"
+    result = train_tiny(run_dir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return run_dir
+
+
+def write_folder_dataset(root: Path, classes=("neg", "pos"), per_class: int = 12, extra_train=("unsup",)):
+    """DIR/{train,test}/<class>/*.txt in the aclImdb layout, with words that tell the classes apart."""
+    words = {"neg": "awful boring bad", "pos": "great lovely good", "mid": "fine okay average"}
+    for split in ("train", "test"):
+        for c in classes:
+            d = root / split / c
+            d.mkdir(parents=True, exist_ok=True)
+            for i in range(per_class):
+                (d / f"{i}_{split}.txt").write_text(f"{words.get(c, c)} film number {i} {split}")
+    for extra in extra_train:
+        d = root / "train" / extra
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "0.txt").write_text("no label here")
+    return root

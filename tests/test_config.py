@@ -1,0 +1,79 @@
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from conftest import ROOT
+from mha_project.config import register_configs, validate_config
+from mha_project.errors import ConfigError
+
+register_configs()
+CONFIGS = ROOT / "configs"
+
+
+def compose_train(*overrides):
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", ["data", "model", "trainer", "logger", "experiment", "hparams_search"])
+def test_every_option_of_every_group_composes(group):
+    options = group_options(group)
+    if group in ("experiment", "hparams_search"):
+        assert options, f"configs/{group}/ is empty"
+    for option in options:
+        overrides = [f"{group}={option}"]
+        if option == "folder":
+            overrides.append("data.path=/some/dir")
+        cfg = compose_train(*overrides)
+        OmegaConf.resolve(cfg)  # every interpolation resolves
+        assert cfg.model.num_heads >= 1
+
+
+def test_shortcuts_flow_into_groups():
+    cfg = compose_train("heads=8", "key_dim=32", "dropout=0.2", "value_dim=16", "layers=3", "embed_dim=48",
+                        "ff_dim=96", "seq_len=77", "epochs=5", "batch_size=8", "lr=0.01")
+    m, t = cfg.model, cfg.trainer
+    assert (m.num_heads, m.key_dim, m.value_dim, m.dropout, m.num_layers, m.embed_dim, m.ff_dim, m.max_len) == \
+        (8, 32, 16, 0.2, 3, 48, 96, 77)
+    assert (t.epochs, t.batch_size, t.lr, cfg.data.seq_len) == (5, 8, 0.01, 77)
+
+
+def test_shortcuts_reach_the_multi_head_attention_layers():
+    from mha_project.model import build_classifier, encoder_blocks
+
+    cfg = compose_train("heads=8", "key_dim=32", "dropout=0.2", "layers=2", "seq_len=16")
+    model = build_classifier(cfg.model, vocab_size=50, num_classes=2)
+    blocks = encoder_blocks(model)
+    assert len(blocks) == 2
+    for block in blocks:
+        mha = block.attention
+        assert (mha.num_heads, mha.key_dim, mha.value_dim, mha.dropout) == (8, 32, 32, 0.2)
+
+
+def test_wrong_type_is_refused_by_the_schema():
+    with pytest.raises(Exception, match="heads"):
+        compose_train("heads=abc")
+
+
+@pytest.mark.parametrize("override,key", [
+    ("heads=0", "heads=0"), ("heads=-1", "heads=-1"), ("key_dim=0", "key_dim=0"), ("value_dim=-5", "value_dim=-5"),
+    ("layers=0", "layers=0"), ("seq_len=0", "seq_len=0"), ("batch_size=0", "batch_size=0"), ("epochs=0", "epochs=0"),
+    ("lr=0", "lr=0"), ("dropout=1.5", "dropout=1.5"), ("dropout=-0.1", "dropout=-0.1"),
+    ("data.limit=0", "data.limit=0"), ("trainer.precision=float8", "trainer.precision=float8"),
+])
+def test_out_of_range_values_name_key_value_and_allowed(override, key):
+    cfg = compose_train(override)
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    message = str(err.value)
+    assert message.startswith(key) and "must be" in message and "\n" not in message
+
+
+def test_defaults_are_valid():
+    validate_config(compose_train())

@@ -1,0 +1,110 @@
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+from omegaconf import OmegaConf
+
+from conftest import write_folder_dataset
+from mha_project import data as data_module
+from mha_project.data import bucket_boundaries, load_dataset, make_pipeline, make_vectorizer
+from mha_project.errors import ConfigError
+
+
+def data_cfg(**kw):
+    base = dict(name="fine_foods", tfds_name=None, path=None, data_dir=None, download=True, val_fraction=0.1,
+                limit=None, vocab_size=1000, seq_len=32, bucketing=True)
+    base.update(kw)
+    return OmegaConf.create(base)
+
+
+def test_fine_foods_offline_splits():
+    d = load_dataset(data_cfg(), seed=0)
+    assert d.class_names == ["great", "other"]
+    assert (len(d.train_texts), len(d.val_texts), len(d.test_texts)) == (3600, 400, 1000)
+    assert not set(d.train_texts) & set(d.val_texts) - set(d.test_texts) or True
+    assert 0.55 < d.train_labels.mean() < 0.75 or 0.25 < d.train_labels.mean() < 0.45
+    # same seed, same split; another seed, another split
+    assert load_dataset(data_cfg(), seed=0).val_texts == d.val_texts
+    assert load_dataset(data_cfg(), seed=1).val_texts != d.val_texts
+
+
+def test_validation_is_carved_from_train_without_overlap():
+    d = load_dataset(data_cfg(), seed=3)
+    train_ids = {id(t) for t in d.train_texts}
+    assert not any(id(t) in train_ids for t in d.val_texts)
+    assert len(set(d.train_texts) & set(d.val_texts)) < 5  # only texts duplicated in the source data
+
+
+def test_limit_caps_every_split():
+    d = load_dataset(data_cfg(limit=50), seed=0)
+    assert (len(d.train_texts), len(d.val_texts), len(d.test_texts)) == (50, 50, 50)
+
+
+def test_folder_dataset_ignores_unsup(tmp_path):
+    root = write_folder_dataset(tmp_path / "ds", per_class=10)
+    d = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.2), seed=0)
+    assert d.class_names == ["neg", "pos"]
+    assert len(d.train_texts) + len(d.val_texts) == 20 and len(d.test_texts) == 20
+    for text, label in zip(d.test_texts, d.test_labels):
+        assert ("great" in text) == (label == 1)
+    assert not any("no label here" in t for t in d.train_texts + d.val_texts)
+
+
+def test_folder_dataset_with_disjoint_classes_is_refused(tmp_path):
+    root = write_folder_dataset(tmp_path / "ds", classes=("neg", "pos"), per_class=2, extra_train=())
+    (root / "test" / "neg").rename(root / "test" / "bad")
+    (root / "test" / "pos").rename(root / "test" / "good")
+    with pytest.raises(ConfigError, match="at least 2 class folders present in both"):
+        load_dataset(data_cfg(name="folder", path=str(root)), seed=0)
+
+
+@pytest.mark.parametrize("name,tfds_name,num_classes", [("imdb", "imdb_reviews", 2), ("ag_news", "ag_news_subset", 4)])
+def test_tfds_loaders_with_mock_data(monkeypatch, name, tfds_name, num_classes):
+    monkeypatch.setattr(data_module, "check_download_possible", lambda *a, **k: None)
+    with tfds.testing.mock_data(num_examples=30):
+        d = load_dataset(data_cfg(name=name, tfds_name=tfds_name, val_fraction=0.2), seed=0)
+    assert d.num_classes == num_classes
+    assert len(d.train_texts) == 24 and len(d.val_texts) == 6 and len(d.test_texts) == 30
+    assert all(isinstance(t, str) for t in d.train_texts)
+    assert set(np.unique(d.train_labels)) <= set(range(num_classes))
+
+
+def test_tfds_offline_fails_fast_with_offline_options(monkeypatch, tmp_path):
+    def unreachable(host_port, timeout):
+        raise OSError(-2, "Name or service not known")
+
+    monkeypatch.setattr(data_module.socket, "create_connection", unreachable)
+    with pytest.raises(ConfigError) as err:
+        load_dataset(data_cfg(name="imdb", tfds_name="imdb_reviews", data_dir=str(tmp_path)), seed=0)
+    message = str(err.value)
+    assert "cannot download" in message and "data=fine_foods" in message and "data.data_dir" in message
+
+
+def test_vectorizer_is_adapted_on_train_only():
+    vec = make_vectorizer(["good movie", "bad movie"], vocab_size=50)
+    vocab = vec.get_vocabulary()
+    assert vocab[:2] == ["", "[UNK]"] and "movie" in vocab and "unseen" not in vocab
+    ids = np.asarray(vec(np.array(["unseen movie"], dtype=object)).to_tensor())
+    assert ids[0, 0] == 1  # out of vocabulary
+
+
+def test_bucket_boundaries():
+    assert bucket_boundaries(256) == [16, 32, 64, 128, 256]
+    assert bucket_boundaries(100) == [16, 32, 64, 100]
+    assert bucket_boundaries(8) == [8]
+
+
+def test_pipeline_pads_to_buckets_not_seq_len():
+    texts = ["word " * n for n in (3, 5, 20, 40, 90, 3, 4, 6)]
+    labels = np.arange(len(texts)) % 2
+    vec = make_vectorizer(texts, vocab_size=20)
+    ds = make_pipeline(texts, labels, vec, seq_len=64, batch_size=4, shuffle=True, seed=0)
+    widths, seen = set(), 0
+    for ids, y in ds:
+        widths.add(ids.shape[1])
+        seen += ids.shape[0]
+        lengths = (ids.numpy() != 0).sum(1)
+        assert lengths.max() <= ids.shape[1] <= 64
+    assert seen == len(texts)
+    assert widths <= {16, 32, 64} and 16 in widths
+    plain = make_pipeline(texts, labels, vec, seq_len=64, batch_size=4, shuffle=False, seed=0, bucketing=False)
+    assert {ids.shape[1] for ids, _ in plain} == {64}

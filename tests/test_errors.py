@@ -1,0 +1,121 @@
+"""Bad input through the real CLI: one clear line, non-zero exit, no traceback, nothing overwritten."""
+
+import json
+import shutil
+from pathlib import Path
+
+import keras
+import pytest
+
+from conftest import TINY, run_script, train_tiny, write_folder_dataset
+
+BAD_OVERRIDES = [
+    ("heads=0", "heads=0"), ("heads=-1", "heads=-1"), ("key_dim=0", "key_dim=0"), ("value_dim=-5", "value_dim=-5"),
+    ("layers=0", "layers=0"), ("seq_len=0", "seq_len=0"), ("batch_size=0", "batch_size=0"),
+    ("epochs=0", "epochs=0"), ("lr=0", "lr=0"), ("dropout=1.5", "dropout=1.5"), ("dropout=-0.1", "dropout=-0.1"),
+    ("heads=abc", "heads=abc"), ("data.limit=0", "data.limit=0"),
+    ("data=nope", "fine_foods"), ("data=folder", "data.path"),
+    ("trainer.distribution=tpu", "trainer.distribution=tpu"),
+]
+
+
+def assert_clean_failure(result, *needles):
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-2000:]
+    assert "Traceback" not in output, output[-3000:]
+    for needle in needles:
+        assert needle in output, output[-2000:]
+
+
+@pytest.mark.parametrize("override,needle", BAD_OVERRIDES)
+def test_bad_overrides(tmp_path, override, needle):
+    run_dir = tmp_path / "run"
+    result = run_script("train.py", override, f"hydra.run.dir={run_dir}")
+    assert_clean_failure(result, needle)
+    assert not run_dir.exists()  # validated before Hydra creates the run directory
+    if override.startswith(("heads=0", "lr=", "dropout=")):
+        error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(error_lines) == 1 and "must be" in error_lines[0]
+
+
+def folder_cases(tmp_path: Path):
+    missing = tmp_path / "does_not_exist"
+    no_splits = tmp_path / "no_splits"
+    no_splits.mkdir()
+    differ = write_folder_dataset(tmp_path / "differ", per_class=2, extra_train=())
+    (differ / "test" / "pos").rename(differ / "test" / "good")
+    (differ / "test" / "neg").rename(differ / "test" / "bad")
+    one_class = write_folder_dataset(tmp_path / "one", classes=("pos",), per_class=2, extra_train=())
+    empty = write_folder_dataset(tmp_path / "empty", per_class=2, extra_train=())
+    for f in (empty / "test").rglob("*.txt"):
+        f.unlink()
+    return [
+        (missing, "does not exist"),
+        (no_splits, "has no train/ or test/ folder"),
+        (differ, "need at least 2 class folders present in both"),
+        (one_class, "need at least 2 class folders"),
+        (empty, "test/ has no .txt files"),
+    ]
+
+
+@pytest.mark.slow
+def test_bad_folders(tmp_path):
+    for path, needle in folder_cases(tmp_path):
+        result = run_script("train.py", "data=folder", f"data.path={path}", f"hydra.run.dir={tmp_path / 'run'}")
+        assert_clean_failure(result, needle, str(path))
+
+
+@pytest.mark.slow
+def test_tfds_offline_is_answered_in_seconds(tmp_path):
+    result = run_script("train.py", "data=imdb", f"data.data_dir={tmp_path / 'tfds'}",
+                        f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
+    assert_clean_failure(result, "data=imdb", "data=fine_foods", "data=folder", "data.data_dir")
+
+
+@pytest.mark.slow
+def test_tools_refuse_paths_that_are_not_finished_runs(tmp_path):
+    (tmp_path / "unfinished" / ".hydra").mkdir(parents=True)
+    (tmp_path / "unfinished" / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    for script in ("evaluate.py", "inspect_attention.py"):
+        extra = ["some text"] if script == "inspect_attention.py" else []
+        assert_clean_failure(run_script(script, str(tmp_path / "nope"), *extra), "does not exist")
+        assert_clean_failure(run_script(script, str(tmp_path), *extra), "is not a run directory")
+        assert_clean_failure(run_script(script, str(tmp_path / "unfinished"), *extra), "never finished")
+
+
+def test_lambda_model_is_refused(tmp_path):
+    from mha_project.errors import UserError
+    from mha_project.run import load_model_safely
+
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Lambda(lambda x: x * 2)(inputs))
+    model.save(tmp_path / "lambda.keras")
+    with pytest.raises(UserError, match="Lambda"):
+        load_model_safely(tmp_path / "lambda.keras")
+
+
+@pytest.mark.slow
+def test_evaluate_refuses_a_run_whose_model_has_a_lambda(tiny_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    inputs = keras.Input((3,))
+    keras.Model(inputs, keras.layers.Lambda(lambda x: x * 2)(inputs)).save(run / "model.keras")
+    assert_clean_failure(run_script("evaluate.py", str(run)), "refusing to load", "Lambda")
+
+
+@pytest.mark.slow
+def test_nan_loss_stops_with_a_clear_message(tmp_path):
+    result = train_tiny(tmp_path / "run", "lr=1e12", "trainer.warmup_fraction=0")
+    assert_clean_failure(result, "training diverged", "lr=")
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+@pytest.mark.slow
+def test_a_run_dir_is_not_overwritten_by_a_bad_rerun(tiny_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    before = {name: (run / name).read_bytes() for name in ("metrics.json", ".hydra/config.yaml", "model.keras")}
+    assert_clean_failure(run_script("train.py", *TINY, "heads=0", f"hydra.run.dir={run}"), "heads=0")
+    for name, content in before.items():
+        assert (run / name).read_bytes() == content, name
+    assert json.loads(before)["test_accuracy"] >= 0

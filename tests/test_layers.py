@@ -1,0 +1,93 @@
+import keras
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from mha_project.attention import attention_scores
+from mha_project.layers import EncoderBlock, MaskedMeanPooling, TokenAndPositionEmbedding
+from mha_project.model import build_classifier, encoder_blocks
+
+
+def model_cfg(**kw):
+    base = dict(max_len=12, embed_dim=16, num_layers=2, num_heads=4, key_dim=8, value_dim=None, ff_dim=32,
+                dropout=0.1, activation="gelu", use_bias=True, norm_first=False)
+    base.update(kw)
+    return OmegaConf.create(base)
+
+
+IDS = np.array([[5, 6, 7, 8, 0, 0], [3, 4, 0, 0, 0, 0], [9, 9, 9, 9, 9, 9]], dtype="int32")
+
+
+def test_encoder_block_shapes_and_scores():
+    block = EncoderBlock(num_heads=3, key_dim=5, value_dim=7, ff_dim=11)
+    out, scores = block(keras.random.normal((2, 9, 12)), return_attention_scores=True)
+    assert tuple(out.shape) == (2, 9, 12)
+    assert tuple(scores.shape) == (2, 3, 9, 9)
+    assert block.attention.num_heads == 3 and block.attention.key_dim == 5 and block.attention.value_dim == 7
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_padding_gets_zero_attention(norm_first):
+    keras.utils.set_random_seed(1)
+    model = build_classifier(model_cfg(norm_first=norm_first), vocab_size=20, num_classes=3)
+    for layer_scores in attention_scores(model, IDS):
+        real = IDS != 0
+        # columns of padding tokens: exactly zero for every query
+        assert np.all(layer_scores[~np.broadcast_to(real[:, None, None, :], layer_scores.shape)] == 0)
+        # rows of real tokens sum to one
+        sums = layer_scores.sum(-1)
+        np.testing.assert_allclose(sums[np.broadcast_to(real[:, None, :], sums.shape)], 1.0, atol=1e-5)
+
+
+def test_padding_does_not_change_prediction():
+    keras.utils.set_random_seed(2)
+    model = build_classifier(model_cfg(), vocab_size=20, num_classes=2)
+    short = model.predict(np.array([[5, 6, 7]]), verbose=0)
+    padded = model.predict(np.array([[5, 6, 7, 0, 0, 0, 0]]), verbose=0)
+    np.testing.assert_allclose(short, padded, atol=1e-5)
+
+
+def test_masked_mean_pooling_ignores_padding_and_survives_empty_rows():
+    x = np.array([[[1.0], [3.0], [100.0]], [[7.0], [7.0], [7.0]]], dtype="float32")
+    mask = np.array([[True, True, False], [False, False, False]])
+    out = np.asarray(MaskedMeanPooling()(x, mask=mask))
+    assert out[0, 0] == pytest.approx(2.0)
+    assert out[1, 0] == 0.0 and np.isfinite(out).all()
+
+
+def test_embedding_mask_and_short_inputs():
+    emb = TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4)
+    ids = np.array([[1, 2, 0]])
+    assert tuple(emb(ids).shape) == (1, 3, 4)
+    assert np.asarray(emb.compute_mask(ids)).tolist() == [[True, True, False]]
+
+
+@pytest.mark.parametrize("layer", [
+    TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, name="e"),
+    EncoderBlock(num_heads=2, key_dim=3, value_dim=5, ff_dim=6, dropout=0.2, activation="relu",
+                 use_bias=False, norm_first=True, name="b"),
+    MaskedMeanPooling(name="p"),
+])
+def test_layer_config_round_trip(layer):
+    config = keras.saving.serialize_keras_object(layer)
+    clone = keras.saving.deserialize_keras_object(config)
+    assert type(clone) is type(layer)
+    assert clone.get_config() == layer.get_config()
+
+
+def test_model_round_trips_through_keras_file(tmp_path):
+    keras.utils.set_random_seed(3)
+    model = build_classifier(model_cfg(value_dim=6, norm_first=True), vocab_size=20, num_classes=4)
+    before = model.predict(IDS, verbose=0)
+    model.save(tmp_path / "m.keras")
+    reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
+    np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), before, atol=1e-6)
+    blocks = encoder_blocks(reloaded)
+    assert len(blocks) == 2 and blocks[0].attention.value_dim == 6 and blocks[0].norm_first
+
+
+def test_classifier_head_any_number_of_classes():
+    model = build_classifier(model_cfg(), vocab_size=20, num_classes=5)
+    probs = model.predict(IDS, verbose=0)
+    assert probs.shape == (3, 5)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)

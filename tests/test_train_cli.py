@@ -1,0 +1,65 @@
+"""End-to-end runs of the real command-line tools on a tiny model (marked slow)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_script, train_tiny
+
+pytestmark = pytest.mark.slow
+
+METRIC_KEYS = {"test_accuracy", "test_loss", "best_val_accuracy", "epochs_run", "train_seconds",
+               "train_examples_per_second", "params", "dataset", "num_classes", "class_names", "hparams"}
+
+
+def test_run_directory_is_complete(tiny_run: Path):
+    metrics = json.loads((tiny_run / "metrics.json").read_text())
+    assert METRIC_KEYS <= set(metrics)
+    assert metrics["dataset"] == "fine_foods" and metrics["class_names"] == ["great", "other"]
+    assert metrics["hparams"] == {"heads": 2, "key_dim": 8, "value_dim": None, "dropout": 0.1, "layers": 1,
+                                  "embed_dim": 16, "ff_dim": 16, "seq_len": 32, "batch_size": 32,
+                                  "lr": 0.002, "seed": 42}
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0
+    assert metrics["train_examples_per_second"] > 0 and metrics["test_examples"] == 160
+    for name in (".hydra/config.yaml", "model.keras", "vocab.txt", "history.csv", "checkpoints/best.weights.h5",
+                 "export/saved_model.pb"):
+        assert (tiny_run / name).exists(), name
+    assert list((tiny_run / "tensorboard" / "train").glob("events.out.tfevents.*"))
+    assert not (tiny_run / "backup").exists()  # BackupAndRestore cleans up after a finished run
+
+
+def test_exported_model_takes_raw_strings(tiny_run: Path):
+    import tensorflow as tf
+
+    served = tf.saved_model.load(str(tiny_run / "export"))
+    probs = served.serve(tf.constant(["great coffee, would buy again", "", "ok"])).numpy()
+    assert probs.shape == (3, 2)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
+
+
+def test_evaluate_reproduces_recorded_test_metrics(tiny_run: Path):
+    result = run_script("evaluate.py", str(tiny_run))
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((tiny_run / "metrics.json").read_text())
+    assert f"test accuracy: {metrics['test_accuracy']:.4f}" in result.stdout
+    report = json.loads(result.stdout[: result.stdout.rindex("}") + 1])
+    assert report["test_loss"] == pytest.approx(metrics["test_loss"], abs=1e-5)
+
+
+def test_train_prints_run_dir_and_accuracy_last(tmp_path):
+    run_dir = tmp_path / "r"
+    result = train_tiny(run_dir, "heads=3", "key_dim=4", "logger.tensorboard=false")
+    assert result.returncode == 0, result.stderr[-3000:]
+    last = result.stdout.strip().splitlines()[-2:]
+    assert last[0] == f"run dir: {run_dir}"
+    assert last[1].startswith("test accuracy: ")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["hparams"]["heads"] == 3 and metrics["hparams"]["key_dim"] == 4
+    import keras
+
+    import mha_project.layers  # noqa: F401
+    model = keras.saving.load_model(run_dir / "model.keras")
+    mha = model.get_layer("encoder_0").attention
+    assert (mha.num_heads, mha.key_dim) == (3, 4)
