@@ -27,7 +27,7 @@ def main() -> None:
     print(f"input   {tuple(x.shape)}")
     print(f"output  {tuple(output.shape)}   (batch, seq_len, d_model): W^O projects back to d_model")
     print(f"scores  {tuple(scores.shape)}  (batch, heads, query_len, key_len)")
-    print(f"value_dim defaults to key_dim: {mha.value_dim is None and 'None -> 64'}")
+    print(f"value_dim defaults to key_dim: {mha.value_dim}")
     rows = np.asarray(scores).sum(axis=-1)
     print(f"each score row sums to 1: max |sum - 1| = {np.abs(rows - 1).max():.2e}")
     ref_out, ref_scores = reference_mha(mha, np.asarray(x), np.asarray(x))

@@ -118,4 +118,4 @@ def test_a_run_dir_is_not_overwritten_by_a_bad_rerun(tiny_run, tmp_path):
     assert_clean_failure(run_script("train.py", *TINY, "heads=0", f"hydra.run.dir={run}"), "heads=0")
     for name, content in before.items():
         assert (run / name).read_bytes() == content, name
-    assert json.loads(before)["test_accuracy"] >= 0
+    assert json.loads(before["metrics.json"])["test_accuracy"] >= 0

@@ -17,7 +17,7 @@ def test_seed_example_shapes():
     assert tuple(x.shape) == (2, 10, 128)
     assert tuple(output.shape) == (2, 10, 128)
     assert tuple(scores.shape) == (2, 4, 10, 10)
-    assert mha.num_heads == 4 and mha.key_dim == 64 and mha.value_dim is None
+    assert mha.num_heads == 4 and mha.key_dim == 64 and mha.value_dim == 64  # value_dim defaults to key_dim
     np.testing.assert_allclose(np.asarray(scores).sum(-1), 1.0, atol=1e-5)
 
 

@@ -18,7 +18,7 @@ def test_run_directory_is_complete(tiny_run: Path):
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     assert METRIC_KEYS <= set(metrics)
     assert metrics["dataset"] == "fine_foods" and metrics["class_names"] == ["great", "other"]
-    assert metrics["hparams"] == {"heads": 2, "key_dim": 8, "value_dim": None, "dropout": 0.1, "layers": 1,
+    assert metrics["hparams"] == {"heads": 2, "key_dim": 8, "value_dim": None, "dropout": 0.2, "layers": 1,
                                   "embed_dim": 16, "ff_dim": 16, "seq_len": 32, "batch_size": 32,
                                   "lr": 0.002, "seed": 42}
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0

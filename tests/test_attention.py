@@ -1,0 +1,126 @@
+"""The NumPy reference against keras.layers.MultiHeadAttention, and scores of a trained run."""
+
+import json
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import run_script
+from mha_project.attention import attention_entropy, reference_mha
+
+CASES = [
+    # (num_heads, key_dim, value_dim, use_bias, query_len, key_len, d_model, masked)
+    (4, 8, None, True, 6, 6, 16, False),     # self-attention
+    (2, 5, None, True, 3, 7, 12, False),     # cross-attention, query_len != key_len
+    (3, 4, 9, True, 5, 5, 10, False),        # value_dim != key_dim
+    (3, 4, 9, False, 5, 8, 10, True),        # no biases, with a mask
+    (1, 16, None, True, 4, 4, 8, True),      # a single head
+    (8, 2, 3, False, 6, 6, 8, True),         # many small heads
+]
+
+
+@pytest.mark.parametrize("heads,key_dim,value_dim,use_bias,t,s,d,masked", CASES)
+def test_reference_matches_keras(heads, key_dim, value_dim, use_bias, t, s, d, masked):
+    rng = np.random.default_rng(heads * 100 + t)
+    layer = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=key_dim, value_dim=value_dim,
+                                            use_bias=use_bias)
+    query = rng.normal(size=(2, t, d)).astype("float32")
+    value = query if t == s else rng.normal(size=(2, s, d + 2)).astype("float32")
+    mask = None
+    if masked:
+        mask = rng.random((2, t, s)) > 0.3
+        mask[0, 0, :] = False            # a query that may attend to nothing
+        mask[1, :, s - 2:] = False       # padding at the end of the keys
+    output, scores = layer(query, value, attention_mask=mask, return_attention_scores=True)
+    if use_bias:  # make biases non-zero so they are really tested
+        for w in layer.weights:
+            if "bias" in w.path:
+                w.assign(rng.normal(size=w.shape).astype("float32"))
+        output, scores = layer(query, value, attention_mask=mask, return_attention_scores=True)
+    ref_output, ref_scores = reference_mha(layer, query, value, attention_mask=mask)
+    np.testing.assert_allclose(ref_scores, np.asarray(scores), atol=1e-5)
+    np.testing.assert_allclose(ref_output, np.asarray(output), atol=1e-5)
+    assert ref_scores.shape == (2, heads, t, s)
+
+
+def test_reference_detects_a_wrong_scale():
+    """The comparison can fail: dropping 1/sqrt(d_k) changes the scores."""
+    layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=16)
+    x = np.random.default_rng(0).normal(size=(1, 5, 8)).astype("float32") * 3
+    _, scores = layer(x, x, return_attention_scores=True)
+    _, ref = reference_mha(layer, x, x)
+    assert np.allclose(ref, scores, atol=1e-5)
+    unscaled_layer_scores = np.asarray(scores)
+    assert not np.allclose(ref ** 2 / (ref ** 2).sum(-1, keepdims=True), unscaled_layer_scores, atol=1e-3)
+
+
+def test_entropy_of_uniform_and_one_hot_rows():
+    uniform = np.full((1, 1, 2, 4), 0.25)
+    one_hot = np.zeros((1, 1, 2, 4))
+    one_hot[..., 0] = 1
+    real = np.ones((1, 2), bool)
+    assert attention_entropy(uniform, real)[0] == pytest.approx(np.log(4))
+    assert attention_entropy(one_hot, real)[0] == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.slow
+def test_scores_of_a_trained_run(tiny_run: Path):
+    from mha_project.attention import scores_for_texts
+    from mha_project.run import load_run
+
+    run = load_run(tiny_run)
+    texts = ["the coffee was great", "bad", "great great tea and more words than the others here"]
+    scores, tokens, ids = scores_for_texts(run.model, run.vectorizer, texts, run.seq_len)
+    heads = run.cfg.model.num_heads
+    assert len(scores) == run.cfg.model.num_layers
+    real = ids != 0
+    for s in scores:
+        assert s.shape == (3, heads, ids.shape[1], ids.shape[1])
+        sums = s.sum(-1)
+        np.testing.assert_allclose(sums[np.broadcast_to(real[:, None, :], sums.shape)], 1.0, atol=1e-5)
+        assert np.all(s[np.broadcast_to(~real[:, None, None, :], s.shape)] == 0)
+        assert np.all(s[np.broadcast_to(~real[:, None, :, None], s.shape)] == 0)
+    assert tokens[1] == ["bad"] and len(tokens[2]) == real[2].sum()
+
+
+def event_records(log_dir: Path) -> dict:
+    """tag -> plugin name, for every summary under log_dir."""
+    tags = {}
+    for path in log_dir.rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                tags[value.tag] = value.metadata.plugin_data.plugin_name
+    return tags
+
+
+@pytest.mark.slow
+def test_tensorboard_records_attention_and_hparams(tiny_run: Path):
+    tags = event_records(tiny_run / "tensorboard")
+    assert tags["attention/layer_0"] == "images"
+    assert tags["attention_scores/layer_0"] == "histograms"
+    assert tags["attention_entropy/layer_0/head_0"] == "scalars"
+    assert tags["attention_entropy/layer_0/head_1"] == "scalars"
+    assert tags["attention_probe/0"] == "text"
+    assert tags["_hparams_/session_start_info"] == "hparams"
+    assert tags["hparams/test_accuracy"] == "scalars"
+    assert tags["epoch_learning_rate"] == "scalars" and tags["epoch_accuracy"] == "scalars"
+
+
+@pytest.mark.slow
+def test_inspect_attention_cli(tiny_run: Path, tmp_path):
+    out = tmp_path / "grid.png"
+    result = run_script("inspect_attention.py", str(tiny_run), "정말 맛있어요 great coffee", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "predicted: " in result.stdout and "layer 0 head 1:" in result.stdout
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "inspect/attention/layer_0" in event_records(tiny_run / "tensorboard" / "inspect")
+
+    long_text = " ".join(["great"] * 50)
+    result = run_script("inspect_attention.py", str(tiny_run), long_text, "--out", str(tmp_path / "long.png"))
+    assert result.returncode == 0 and "only the first 32 (seq_len)" in result.stdout
+
+    result = run_script("inspect_attention.py", str(tiny_run), "  ")
+    assert result.returncode == 2 and "text is empty" in result.stderr and "Traceback" not in result.stderr
