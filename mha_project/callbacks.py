@@ -116,3 +116,49 @@ class EpochCounter(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.last_epoch = epoch + 1
+
+
+class BestWeights(keras.callbacks.Callback):
+    """Keep the weights of the best epoch by ``monitor``, written atomically (temp file + rename).
+
+    Written here instead of using ``ModelCheckpoint(save_best_only=True)`` because that callback
+    writes the .h5 file in place: a run killed mid-write leaves a corrupt "best" checkpoint behind.
+    """
+
+    def __init__(self, path, monitor: str = "val_accuracy", initial_best: float | None = None):
+        super().__init__()
+        self.path = Path(path)
+        self.monitor = monitor
+        self.best = -np.inf if initial_best is None else initial_best
+
+    def on_epoch_end(self, epoch, logs=None):
+        value = (logs or {}).get(self.monitor)
+        if value is None or not np.isfinite(value) or value <= self.best:
+            return
+        self.best = float(value)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".tmp-{self.path.name}")  # Keras needs the .weights.h5 suffix
+        self.model.save_weights(tmp, overwrite=True)
+        tmp.replace(self.path)
+
+
+class ResumableBackup(keras.callbacks.BackupAndRestore):
+    """``BackupAndRestore(double_checkpoint=True)`` that also survives a kill during the first backup.
+
+    Keras falls back to the previous backup when the latest one is unreadable, but raises when there is
+    no previous one (a kill while the first epoch's backup was being written). Then the unreadable
+    backup is discarded and training starts again: at most that one epoch is lost.
+    """
+
+    def __init__(self, backup_dir):
+        super().__init__(str(backup_dir), save_freq="epoch", double_checkpoint=True)
+
+    def on_train_begin(self, logs=None):
+        try:
+            super().on_train_begin(logs)
+        except (OSError, ValueError) as err:
+            import shutil
+
+            print(f"notice: backup in {self.backup_dir} was cut off mid-write ({type(err).__name__}); "
+                  "starting this run's training again", flush=True)
+            shutil.rmtree(self.backup_dir, ignore_errors=True)

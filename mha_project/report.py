@@ -42,12 +42,19 @@ def collect_jobs(sweep_dir) -> list[dict]:
 
 
 def swept_keys(jobs: list[dict]) -> list[str]:
+    """Override keys whose value differs between jobs (all keys for a one-job sweep)."""
     keys: list[str] = []
     for job in jobs:
         for key in job["overrides"]:
             if key not in keys:
                 keys.append(key)
-    return keys
+    varying = [k for k in keys if len({job["overrides"][k] for job in jobs if k in job["overrides"]}) > 1]
+    return varying if len(jobs) > 1 else keys
+
+
+def fixed_overrides(jobs: list[dict]) -> dict:
+    swept = set(swept_keys(jobs))
+    return {k: v for k, v in jobs[0]["overrides"].items() if k not in swept}
 
 
 def sort_jobs(jobs: list[dict]) -> list[dict]:
@@ -116,7 +123,9 @@ def write_report(sweep_dir) -> dict:
     text = markdown(header, rows)
     buffer = io.StringIO()
     csv.writer(buffer).writerows([header, *rows])
-    write_text_atomic(sweep_dir / "report.md", f"# Sweep report: {sweep_dir.name}\n\n{text}")
+    fixed = " ".join(f"{k}={v}" for k, v in fixed_overrides(jobs).items())
+    intro = f"Same in every job: `{fixed}`\n\n" if fixed else ""
+    write_text_atomic(sweep_dir / "report.md", f"# Sweep report: {sweep_dir.name}\n\n{intro}{text}")
     write_text_atomic(sweep_dir / "report.csv", buffer.getvalue())
     plotted = plot(jobs, sweep_dir / "report.png")
     return {"jobs": jobs, "markdown": text, "plot": plotted}

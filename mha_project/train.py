@@ -4,8 +4,8 @@ A run directory (Hydra's output dir) ends up holding:
 
     .hydra/            the composed config, overrides            (Hydra)
     history.csv        one row per epoch                         (CSVLogger)
-    backup/            state to resume a killed run              (BackupAndRestore)
-    checkpoints/       best weights by val_accuracy              (ModelCheckpoint)
+    backup/            state to resume a killed run              (BackupAndRestore, double checkpoint)
+    checkpoints/       best weights by val_accuracy              (BestWeights, atomic)
     tensorboard/       scalars, attention images, HParams        (TensorBoard, AttentionLogger)
     model.keras        the trained classifier (token ids -> class probabilities)
     vocab.txt          the TextVectorization vocabulary
@@ -41,7 +41,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     import keras
     import tensorflow as tf
 
-    from mha_project.callbacks import AttentionLogger, EpochCounter, log_hparams
+    from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup, log_hparams
     from mha_project.data import load_dataset, make_pipeline, make_vectorizer, save_vocabulary
     from mha_project.distribute import make_strategy
     from mha_project.io import write_json_atomic
@@ -94,9 +94,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     counter = EpochCounter()
     callbacks = [
         keras.callbacks.TerminateOnNaN(),
-        keras.callbacks.ModelCheckpoint(best_weights, monitor="val_accuracy", mode="max", save_best_only=True,
-                                        save_weights_only=True,
-                                        initial_value_threshold=_best(previous, "val_accuracy")),
+        BestWeights(best_weights, monitor="val_accuracy", initial_best=_best(previous, "val_accuracy")),
         keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max",
                                       patience=cfg.trainer.early_stopping_patience, restore_best_weights=True),
         keras.callbacks.CSVLogger(history_csv, append=True),
@@ -112,7 +110,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
                                              attention.every_n_epochs, labels=labels,
                                              class_names=data.class_names, max_tokens=attention.max_tokens))
     # Last: saves the epoch's state only after everything above has recorded it.
-    callbacks.append(keras.callbacks.BackupAndRestore(run_dir / "backup"))
+    callbacks.append(ResumableBackup(run_dir / "backup"))
 
     # Bucketed batches make the epoch length unknown to Keras up front; its "ran out of data" warning
     # is expected here, not a bug.

@@ -1,0 +1,81 @@
+"""Crash and resume, atomic writes, reproducibility."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY, train_tiny
+from mha_project.io import write_json_atomic
+
+RESUME = [*TINY, "epochs=4", "data.limit=600", "trainer.early_stopping_patience=10",
+          "logger.attention.every_n_epochs=0"]
+
+
+def history_epochs(path: Path) -> list[int]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return [int(r["epoch"]) for r in csv.DictReader(f) if r.get("epoch", "").isdigit()]
+
+
+@pytest.mark.slow
+def test_sigkill_after_first_epoch_then_resume(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, str(ROOT / "scripts" / "train.py"), *RESUME, f"hydra.run.dir={run_dir}"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    try:
+        # Kill as soon as the first epoch is complete: recorded and backed up.
+        while time.time() < deadline and proc.poll() is None:
+            if history_epochs(run_dir / "history.csv") and (run_dir / "backup" / "training_metadata.json").exists():
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "training ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    done_before = max(history_epochs(run_dir / "history.csv"))
+    assert not (run_dir / "metrics.json").exists()
+    assert done_before < 3
+
+    result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["epochs_run"] == 4
+    epochs = history_epochs(run_dir / "history.csv")
+    assert set(epochs) == {0, 1, 2, 3}
+    # At most one epoch of work is repeated: the resumed run starts at most one epoch back.
+    resumed_epochs = [line for line in result.stdout.splitlines() if line.startswith("Epoch ")]
+    assert len(resumed_epochs) <= 4 - done_before, resumed_epochs
+    assert "Epoch 1/4" not in resumed_epochs
+
+
+@pytest.mark.slow
+def test_same_seed_deterministic_runs_give_identical_numbers(tmp_path):
+    results = []
+    for name in ("a", "b"):
+        result = train_tiny(tmp_path / name, "seed=7", "deterministic=true", "epochs=2",
+                            "logger.tensorboard=false")
+        assert result.returncode == 0, result.stderr[-3000:]
+        results.append(json.loads((tmp_path / name / "metrics.json").read_text()))
+    for key in ("test_accuracy", "test_loss", "best_val_accuracy"):
+        assert results[0][key] == results[1][key], key
+
+
+def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path):
+    path = tmp_path / "metrics.json"
+    write_json_atomic(path, {"test_accuracy": 0.5})
+    with pytest.raises(TypeError):
+        write_json_atomic(path, {"bad": object()})
+    assert json.loads(path.read_text()) == {"test_accuracy": 0.5}
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temp file left behind

@@ -1,0 +1,113 @@
+"""Multirun, the sweep report, Optuna and head importance."""
+
+import csv
+import json
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import TINY, run_script
+from mha_project.head_importance import head_importance, masked_copy, set_head_mask
+from mha_project.model import build_classifier, encoder_blocks
+
+QUIET = ["logger.attention.every_n_epochs=0"]
+TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    """heads=0 (fails validation), 1 and 2: two finished jobs and one failed, by the real CLI."""
+    path = tmp_path_factory.mktemp("sweep") / "s"
+    result = run_script("train.py", "-m", "heads=0,1,2", *TINY_ANY_HEADS, *QUIET, f"hydra.sweep.dir={path}", timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return path
+
+
+@pytest.mark.slow
+def test_multirun_jobs_keep_their_own_results(sweep_dir):
+    finished = {json.loads((sweep_dir / j / "metrics.json").read_text())["hparams"]["heads"] for j in ("1", "2")}
+    assert finished == {1, 2}
+    for job in ("1", "2"):
+        assert (sweep_dir / job / "model.keras").exists() and (sweep_dir / job / "tensorboard").is_dir()
+    failure = json.loads((sweep_dir / "0" / "failure.json").read_text())
+    assert failure["status"] == "failed" and "heads=0" in failure["reason"]
+
+
+@pytest.mark.slow
+def test_sweep_report(sweep_dir):
+    unfinished = sweep_dir / "7" / ".hydra"  # a job that was killed before writing anything
+    unfinished.mkdir(parents=True)
+    (unfinished / "overrides.yaml").write_text("- heads=7\n")
+    result = run_script("sweep_report.py", str(sweep_dir))
+    assert result.returncode == 0, result.stderr
+    with open(sweep_dir / "report.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["heads"] for r in rows][:2] in (["1", "2"], ["2", "1"])
+    first, second = rows[0], rows[1]
+    assert float(first["best_val_accuracy"]) >= float(second["best_val_accuracy"])  # sorted by validation accuracy
+    status = {r["heads"]: (r["status"], r["reason"]) for r in rows}
+    assert status["0"][0] == "failed" and "must be an integer >= 1" in status["0"][1]
+    assert status["7"][0] == "unfinished"
+    report = (sweep_dir / "report.md").read_text()
+    assert "| job | heads |" in report and "epochs=1" in report  # swept column; fixed values listed once
+    assert (sweep_dir / "report.png").read_bytes()[:4] == b"\x89PNG"
+    assert "4 jobs, 2 failed or unfinished" in result.stdout
+
+
+@pytest.mark.slow
+def test_optuna_sweep_of_two_trials(tmp_path):
+    path = tmp_path / "optuna"
+    result = run_script("train.py", "-m", "hparams_search=optuna", "hydra.sweeper.n_trials=2", *TINY, *QUIET,
+                        f"hydra.sweep.dir={path}", timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trials = sorted(path.glob("*/metrics.json"))
+    assert len(trials) == 2
+    best = max(json.loads(t.read_text())["best_val_accuracy"] for t in trials)
+    optimization = OmegaConf.load(path / "optimization_results.yaml")
+    assert optimization.best_value == pytest.approx(best)
+
+
+def tiny_model(heads=3, layers=2):
+    keras.utils.set_random_seed(0)
+    cfg = OmegaConf.create(dict(max_len=10, embed_dim=12, num_layers=layers, num_heads=heads, key_dim=4,
+                                value_dim=None, ff_dim=16, dropout=0.0, activation="gelu", use_bias=True,
+                                norm_first=False))
+    return build_classifier(cfg, vocab_size=30, num_classes=2)
+
+
+def test_masking_a_head_changes_output_and_masking_none_does_not():
+    model = tiny_model()
+    ids = np.random.default_rng(0).integers(1, 30, size=(8, 10))
+    before = model.predict(ids, verbose=0)
+    copy = masked_copy(model)
+    kernels = [b.attention.output_dense.kernel.numpy() for b in encoder_blocks(copy)]
+    set_head_mask(copy, kernels, [np.ones(3, bool), np.ones(3, bool)])
+    np.testing.assert_allclose(copy.predict(ids, verbose=0), before, atol=1e-6)
+    set_head_mask(copy, kernels, [np.array([True, False, True]), np.ones(3, bool)])
+    assert np.abs(copy.predict(ids, verbose=0) - before).max() > 1e-4
+    np.testing.assert_allclose(model.predict(ids, verbose=0), before, atol=1e-6)  # the original is untouched
+
+
+def test_head_importance_shapes():
+    model = tiny_model(heads=2, layers=1)
+    ids = np.random.default_rng(1).integers(1, 30, size=(16, 10))
+    labels = (ids[:, 0] > 15).astype("int32")
+    import tensorflow as tf
+
+    result = head_importance(model, tf.data.Dataset.from_tensor_slices((ids, labels)).batch(8))
+    assert result["without_head"].shape == (1, 2) and result["only_head"].shape == (1, 2)
+    np.testing.assert_allclose(result["drop_without_head"], result["baseline"] - result["without_head"])
+
+
+@pytest.mark.slow
+def test_head_importance_cli(tiny_run):
+    result = run_script("head_importance.py", str(tiny_run))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| 0 | 1 |" in result.stdout
+    saved = json.loads((tiny_run / "head_importance" / "head_importance.json").read_text())
+    assert np.array(saved["without_head"]).shape == (1, 2)
+    assert (tiny_run / "head_importance" / "head_importance.png").read_bytes()[:4] == b"\x89PNG"
+    assert list((tiny_run / "tensorboard" / "head_importance").glob("events.out.tfevents.*"))
