@@ -51,6 +51,7 @@ class ModelConfig:
     activation: str = "gelu"
     use_bias: bool = True
     norm_first: bool = False
+    pooling: str = "mean"  # mean | mean_max
 
 
 @dataclass
@@ -65,6 +66,7 @@ class TrainerConfig:
     steps_per_execution: int = 1
     precision: str = "float32"
     distribution: str = "none"
+    cpu_devices: Optional[int] = None  # split the CPU into N logical devices (to try `mirrored` without GPUs)
 
 
 @dataclass
@@ -134,6 +136,9 @@ _CHECKS = [
     ("trainer.precision", "trainer.precision", lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS)),
     ("trainer.distribution", "trainer.distribution", lambda v: v in DISTRIBUTIONS,
      "one of " + ", ".join(DISTRIBUTIONS)),
+    ("model.pooling", "model.pooling", lambda v: v in ("mean", "mean_max"), "one of mean, mean_max"),
+    ("trainer.cpu_devices", "trainer.cpu_devices", lambda v: v is None or _positive_int(v),
+     "null or an integer >= 1"),
     ("data.name", "data", lambda v: v in DATASETS, "one of " + ", ".join(DATASETS)),
     ("data.limit", "data.limit", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     ("data.val_fraction", "data.val_fraction", lambda v: 0 < v < 1, "a number in (0, 1)"),

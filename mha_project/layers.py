@@ -209,3 +209,39 @@ class MaskedMeanPooling(layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], input_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class MaskedMaxPooling(layers.Layer):
+    """Max over the real tokens of each sequence (0 for a sequence with no tokens).
+
+    Keras's ``GlobalMaxPooling1D`` ignores the mask, so padding positions could win the max.
+
+    Example:
+    >>> pool = MaskedMaxPooling()
+    >>> x = ops.convert_to_tensor([[[1.0], [3.0], [100.0]]])
+    >>> float(pool(x, mask=ops.convert_to_tensor([[True, True, False]]))[0, 0])
+    3.0
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.built = True
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return ops.max(inputs, axis=1)
+        real = ops.cast(mask, "bool")[:, :, None]
+        lowest = ops.cast(-1e9, inputs.dtype)
+        pooled = ops.max(ops.where(real, inputs, lowest), axis=1)
+        has_tokens = ops.any(real, axis=1)
+        return ops.where(has_tokens, pooled, ops.zeros_like(pooled))
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])

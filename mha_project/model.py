@@ -9,7 +9,7 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.layers import EncoderBlock, MaskedMeanPooling, TokenAndPositionEmbedding
+from mha_project.layers import EncoderBlock, MaskedMaxPooling, MaskedMeanPooling, TokenAndPositionEmbedding
 
 
 def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Model:
@@ -31,7 +31,11 @@ def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Mode
         )(x)
     if model_cfg.norm_first:
         x = layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
-    x = MaskedMeanPooling(name="masked_mean_pool")(x)  # padding excluded from the mean
+    pooled = MaskedMeanPooling(name="masked_mean_pool")(x)  # padding excluded from the mean
+    if model_cfg.get("pooling", "mean") == "mean_max":
+        # Max over real tokens as well: a strong single word ("awful") is not averaged away.
+        pooled = layers.Concatenate(name="mean_max_pool")([pooled, MaskedMaxPooling(name="masked_max_pool")(x)])
+    x = pooled
     x = layers.Dropout(model_cfg.dropout, name="head_dropout")(x)
     # float32 output keeps the softmax stable under mixed precision.
     probs = layers.Dense(num_classes, activation="softmax", dtype="float32", name="classifier")(x)

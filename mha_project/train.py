@@ -43,11 +43,16 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
 
     from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup, log_hparams
     from mha_project.data import load_dataset, make_pipeline, make_vectorizer, save_vocabulary
-    from mha_project.distribute import make_strategy
+    from mha_project.distribute import make_strategy, use_logical_cpus
     from mha_project.io import write_json_atomic
     from mha_project.model import build_classifier
 
+    if cfg.trainer.cpu_devices:
+        use_logical_cpus(cfg.trainer.cpu_devices)
     strategy = make_strategy(cfg.trainer.distribution)
+    if cfg.trainer.distribution != "none":
+        print(f"distribution: {cfg.trainer.distribution} · replicas {strategy.num_replicas_in_sync} · "
+              f"global batch {cfg.trainer.batch_size}")
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()

@@ -1,0 +1,98 @@
+"""Training throughput, in one process, on the same data and the same model:
+
+(a) keras.io style: every text tokenised once and padded to ``seq_len``, ``fit(x, y)`` on NumPy arrays,
+    float32, no XLA, one step per execution (what the "Text classification with Transformer" recipe does);
+(b) this project: tokenised in tf.data, cached, bucketed by length (each batch padded only to its
+    bucket), with the configured ``trainer`` speed options.
+
+One warm-up epoch each (tracing, cache fill) is not timed. Timings are noisy on a shared CPU: compare
+the ratio, measured in one process, not absolute numbers across machines.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+import numpy as np
+from omegaconf import OmegaConf
+
+
+def _rss_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+def _compile(model, cfg, project: bool):
+    import keras
+
+    model.compile(
+        optimizer=keras.optimizers.Adam(cfg.trainer.lr),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=bool(cfg.trainer.jit_compile) if project else False,
+        steps_per_execution=int(cfg.trainer.steps_per_execution) if project else 1,
+    )
+
+
+def _timed_fit(model, timed_epochs: int, *args, **kwargs) -> float:
+    model.fit(*args, epochs=1, verbose=0, **kwargs)  # warm-up: tracing, cache fill
+    start = time.perf_counter()
+    model.fit(*args, epochs=timed_epochs, verbose=0, **kwargs)
+    return time.perf_counter() - start
+
+
+def run_benchmark(cfg, timed_epochs: int = 1) -> dict:
+    import warnings
+
+    import keras
+
+    from mha_project.data import load_dataset, make_pipeline, make_vectorizer
+    from mha_project.model import build_classifier
+
+    warnings.filterwarnings("ignore", message="Your input ran out of data")
+    data = load_dataset(cfg.data, cfg.seed)
+    vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
+    vocab_size = len(vectorizer.get_vocabulary())
+    seq_len, batch_size, n = cfg.data.seq_len, cfg.trainer.batch_size, len(data.train_texts)
+    lengths = np.array([min(len(r), seq_len) for r in vectorizer(np.asarray(data.train_texts, dtype=object)).numpy()])
+
+    # (a) keras.io style
+    keras.mixed_precision.set_global_policy("float32")
+    keras.utils.set_random_seed(cfg.seed)
+    pad = keras.layers.TextVectorization(output_mode="int", output_sequence_length=seq_len,
+                                         vocabulary=vectorizer.get_vocabulary()[2:])
+    x = np.asarray(pad(np.asarray(data.train_texts, dtype=object)))
+    model = build_classifier(cfg.model, vocab_size, data.num_classes)
+    _compile(model, cfg, project=False)
+    seconds_a = _timed_fit(model, timed_epochs, x, data.train_labels, batch_size=batch_size, shuffle=True)
+    rss_a = _rss_peak_mb()
+    del model
+
+    # (b) this project
+    keras.mixed_precision.set_global_policy(cfg.trainer.precision)
+    keras.utils.set_random_seed(cfg.seed)
+    ds = make_pipeline(data.train_texts, data.train_labels, vectorizer, seq_len, batch_size, shuffle=True,
+                       seed=cfg.seed, bucketing=cfg.data.bucketing)
+    model = build_classifier(cfg.model, vocab_size, data.num_classes)
+    _compile(model, cfg, project=True)
+    seconds_b = _timed_fit(model, timed_epochs, ds)
+    rss_b = _rss_peak_mb()
+    keras.mixed_precision.set_global_policy("float32")
+
+    a = n * timed_epochs / seconds_a
+    b = n * timed_epochs / seconds_b
+    return {
+        "keras_io_style": {"examples_per_second": round(a, 1), "seconds": round(seconds_a, 3),
+                           "tokens_per_example": seq_len},
+        "project": {"examples_per_second": round(b, 1), "seconds": round(seconds_b, 3),
+                    "mean_real_tokens_per_example": round(float(lengths.mean()), 1)},
+        "ratio": round(b / a, 3),
+        "peak_rss_mb": {"after_keras_io_style": round(rss_a, 1), "after_project": round(rss_b, 1)},
+        "train_examples": n,
+        "timed_epochs": timed_epochs,
+        "config": {"dataset": data.name, "seq_len": seq_len, "batch_size": batch_size,
+                   "model": OmegaConf.to_container(cfg.model, resolve=True),
+                   "trainer": {k: OmegaConf.select(cfg, f"trainer.{k}")
+                               for k in ("jit_compile", "steps_per_execution", "precision")},
+                   "bucketing": bool(cfg.data.bucketing)},
+    }

@@ -1,0 +1,31 @@
+"""Benchmark script and tf.distribute (no timing thresholds: timings are noisy)."""
+
+import json
+
+import pytest
+
+from conftest import TINY, run_script, train_tiny
+
+pytestmark = pytest.mark.slow
+
+
+def test_benchmark_prints_well_formed_json():
+    overrides = [o for o in TINY if not o.startswith("epochs=")]
+    result = run_script("benchmark.py", *overrides)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    a, b = report["keras_io_style"]["examples_per_second"], report["project"]["examples_per_second"]
+    assert a > 0 and b > 0
+    assert report["ratio"] == pytest.approx(b / a, rel=1e-2)
+    assert report["peak_rss_mb"]["after_project"] > 0
+    assert report["config"]["seq_len"] == 32 and report["config"]["model"]["num_heads"] == 2
+    assert report["train_examples"] == 160
+
+
+def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
+    result = train_tiny(tmp_path / "run", "trainer.distribution=mirrored", "trainer.cpu_devices=2",
+                        "logger.attention.every_n_epochs=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "distribution: mirrored · replicas 2 · global batch 32" in result.stdout
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert 0 <= metrics["test_accuracy"] <= 1 and metrics["epochs_run"] == 1
