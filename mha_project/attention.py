@@ -100,13 +100,25 @@ def attention_scores(model, token_ids: np.ndarray) -> list[np.ndarray]:
     return [s * real[:, None, :, None] for s in scores]
 
 
+def has_cls_token(model) -> bool:
+    return bool(getattr(model.get_layer("embedding"), "cls_token", False))
+
+
 def scores_for_texts(model, vectorizer, texts, seq_len: int):
-    """Tokenise ``texts`` like training did; return (scores per layer, tokens per text, token ids)."""
+    """Tokenise ``texts`` like training did.
+
+    Returns (scores per layer, tokens per text, real-position mask): with a ``[CLS]`` model, position 0
+    of scores, tokens and mask is ``[CLS]``.
+    """
     vocab = vectorizer.get_vocabulary()
     rows = encode(texts, vectorizer, seq_len)
     ids = pad_batch(rows)
-    tokens = [[vocab[i] for i in row] for row in rows]
-    return attention_scores(model, ids), tokens, ids
+    cls = has_cls_token(model)
+    tokens = [(["[CLS]"] if cls else []) + [vocab[i] for i in row] for row in rows]
+    real = ids != 0
+    if cls:
+        real = np.concatenate([np.ones((len(rows), 1), bool), real], axis=1)
+    return attention_scores(model, ids), tokens, real
 
 
 def attention_entropy(scores: np.ndarray, real_rows: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 
 from mha_project.attention import attention_entropy, scores_for_texts
+from mha_project.data import encode, pad_batch
 from mha_project.plots import attention_grid, figure_to_png
 
 # The metrics every run reports to the HParams plugin (scalars named hparams/<metric>).
@@ -30,9 +31,8 @@ def write_attention_summaries(writer, model, vectorizer, texts, seq_len: int, st
     """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores."""
     import tensorflow as tf
 
-    scores, tokens, ids = scores_for_texts(model, vectorizer, texts, seq_len)
-    real = ids != 0
-    probs = model.predict(ids, verbose=0)
+    scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len)
+    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len)), verbose=0)
     with writer.as_default(step=step):
         for l, layer_scores in enumerate(scores):
             images = []

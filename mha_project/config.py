@@ -51,7 +51,7 @@ class ModelConfig:
     activation: str = "gelu"
     use_bias: bool = True
     norm_first: bool = False
-    pooling: str = "mean"  # mean | mean_max
+    pooling: str = "mean"  # mean | mean_max | cls
 
 
 @dataclass
@@ -136,7 +136,8 @@ _CHECKS = [
     ("trainer.precision", "trainer.precision", lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS)),
     ("trainer.distribution", "trainer.distribution", lambda v: v in DISTRIBUTIONS,
      "one of " + ", ".join(DISTRIBUTIONS)),
-    ("model.pooling", "model.pooling", lambda v: v in ("mean", "mean_max"), "one of mean, mean_max"),
+    ("model.pooling", "model.pooling", lambda v: v in ("mean", "mean_max", "cls"),
+     "one of mean, mean_max, cls"),
     ("trainer.cpu_devices", "trainer.cpu_devices", lambda v: v is None or _positive_int(v),
      "null or an integer >= 1"),
     ("data.name", "data", lambda v: v in DATASETS, "one of " + ", ".join(DATASETS)),

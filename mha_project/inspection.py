@@ -17,7 +17,7 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
 
     from mha_project.attention import scores_for_texts
     from mha_project.callbacks import write_attention_summaries
-    from mha_project.data import encode
+    from mha_project.data import encode, pad_batch
     from mha_project.plots import attention_grid, save_figure
 
     full_length = len(run.vectorizer(np.asarray([text], dtype=object))[0])
@@ -27,15 +27,16 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
     if len(encode([text], run.vectorizer, run.seq_len)[0]) == 0:
         raise UserError(f"text {text!r} has no tokens after standardisation (only punctuation or spaces)")
 
-    scores, tokens, ids = scores_for_texts(run.model, run.vectorizer, [text], run.seq_len)
+    scores, tokens, real = scores_for_texts(run.model, run.vectorizer, [text], run.seq_len)
     tokens = tokens[0]
-    probs = run.model.predict(ids, verbose=0)[0]
+    probs = run.model.predict(pad_batch(encode([text], run.vectorizer, run.seq_len)), verbose=0)[0]
     predicted = int(np.argmax(probs))
 
-    top = []  # per layer and head: the tokens that receive the most attention (mean over queries)
+    top = []  # per layer and head: the tokens that receive the most attention
     for l, layer_scores in enumerate(scores):
         for h in range(layer_scores.shape[1]):
-            received = layer_scores[0, h].mean(axis=0)
+            # With [CLS], its row is what the classifier reads; otherwise average over all queries.
+            received = layer_scores[0, h, 0] if tokens[0] == "[CLS]" else layer_scores[0, h].mean(axis=0)
             order = np.argsort(-received)[:top_k]
             top.append({"layer": l, "head": h,
                         "tokens": [(tokens[i], float(received[i])) for i in order]})

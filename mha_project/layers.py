@@ -23,6 +23,8 @@ class TokenAndPositionEmbedding(layers.Layer):
         vocab_size: number of token ids (0 = padding, 1 = out-of-vocabulary).
         max_len: the longest sequence the position table covers; shorter inputs are fine.
         embed_dim: width of the embeddings (the model's ``d_model``).
+        cls_token: prepend a learned ``[CLS]`` vector (position 0) that the classifier reads; the
+            output is then one position longer than the input.
 
     Example:
     >>> emb = TokenAndPositionEmbedding(vocab_size=100, max_len=16, embed_dim=8)
@@ -30,35 +32,47 @@ class TokenAndPositionEmbedding(layers.Layer):
     TensorShape([1, 4, 8])
     """
 
-    def __init__(self, vocab_size: int, max_len: int, embed_dim: int, **kwargs):
+    def __init__(self, vocab_size: int, max_len: int, embed_dim: int, cls_token: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.max_len = max_len
         self.embed_dim = embed_dim
+        self.cls_token = cls_token
         self.token_embedding = layers.Embedding(vocab_size, embed_dim, name="token_embedding")
-        self.position_embedding = layers.Embedding(max_len, embed_dim, name="position_embedding")
+        self.position_embedding = layers.Embedding(max_len + int(cls_token), embed_dim, name="position_embedding")
         self.supports_masking = True
 
     def build(self, input_shape):
         self.token_embedding.build(input_shape)
         self.position_embedding.build((None,))
+        if self.cls_token:
+            self.cls_embedding = self.add_weight(shape=(self.embed_dim,), initializer="random_normal",
+                                                 name="cls_embedding")
         self.built = True
 
     def call(self, token_ids):
-        length = ops.shape(token_ids)[-1]
-        positions = ops.arange(length)
+        x = self.token_embedding(token_ids)
+        if self.cls_token:
+            cls = ops.broadcast_to(ops.cast(self.cls_embedding, x.dtype), (ops.shape(x)[0], 1, self.embed_dim))
+            x = ops.concatenate([cls, x], axis=1)
         # Inputs may be shorter than max_len (dynamic padding); never longer.
-        return self.token_embedding(token_ids) + self.position_embedding(positions)[None, :, :]
+        positions = ops.arange(ops.shape(x)[1])
+        return x + ops.cast(self.position_embedding(positions), x.dtype)[None, :, :]
 
     def compute_mask(self, token_ids, mask=None):
-        return ops.not_equal(token_ids, 0)
+        real = ops.not_equal(token_ids, 0)
+        if self.cls_token:
+            real = ops.concatenate([ops.ones_like(real[:, :1]), real], axis=1)
+        return real
 
     def compute_output_shape(self, input_shape):
-        return tuple(input_shape) + (self.embed_dim,)
+        length = None if input_shape[1] is None or not self.cls_token else input_shape[1] + 1
+        return (input_shape[0], length if self.cls_token else input_shape[1], self.embed_dim)
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, max_len=self.max_len, embed_dim=self.embed_dim)
+        config.update(vocab_size=self.vocab_size, max_len=self.max_len, embed_dim=self.embed_dim,
+                      cls_token=self.cls_token)
         return config
 
 
@@ -239,6 +253,24 @@ class MaskedMaxPooling(layers.Layer):
         pooled = ops.max(ops.where(real, inputs, lowest), axis=1)
         has_tokens = ops.any(real, axis=1)
         return ops.where(has_tokens, pooled, ops.zeros_like(pooled))
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class FirstTokenPooling(layers.Layer):
+    """The vector at position 0 (the ``[CLS]`` token): the classifier then sees only what attention
+    gathered there, so the [CLS] row of each head shows which words the decision rests on."""
+
+    def build(self, input_shape):
+        self.built = True
+
+    def call(self, inputs, mask=None):
+        return inputs[:, 0, :]
 
     def compute_mask(self, inputs, mask=None):
         return None

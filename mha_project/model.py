@@ -9,13 +9,15 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.layers import EncoderBlock, MaskedMaxPooling, MaskedMeanPooling, TokenAndPositionEmbedding
+from mha_project.layers import EncoderBlock, FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling, TokenAndPositionEmbedding
 
 
 def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Model:
     """Build the encoder classifier from the ``model`` config group."""
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-    x = TokenAndPositionEmbedding(vocab_size, model_cfg.max_len, model_cfg.embed_dim, name="embedding")(token_ids)
+    pooling = model_cfg.get("pooling", "mean")
+    x = TokenAndPositionEmbedding(vocab_size, model_cfg.max_len, model_cfg.embed_dim, cls_token=pooling == "cls",
+                                  name="embedding")(token_ids)
     x = layers.Dropout(model_cfg.dropout, name="embedding_dropout")(x)
     for i in range(model_cfg.num_layers):
         x = EncoderBlock(
@@ -31,8 +33,11 @@ def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Mode
         )(x)
     if model_cfg.norm_first:
         x = layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
-    pooled = MaskedMeanPooling(name="masked_mean_pool")(x)  # padding excluded from the mean
-    if model_cfg.get("pooling", "mean") == "mean_max":
+    if pooling == "cls":
+        pooled = FirstTokenPooling(name="cls_pool")(x)
+    else:
+        pooled = MaskedMeanPooling(name="masked_mean_pool")(x)  # padding excluded from the mean
+    if pooling == "mean_max":
         # Max over real tokens as well: a strong single word ("awful") is not averaged away.
         pooled = layers.Concatenate(name="mean_max_pool")([pooled, MaskedMaxPooling(name="masked_max_pool")(x)])
     x = pooled

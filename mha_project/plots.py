@@ -26,7 +26,9 @@ def attention_grid(scores_per_layer: list[np.ndarray], tokens: list[str], title:
     for l, layer_scores in enumerate(scores_per_layer):
         for h in range(heads):
             ax = axes[l][h]
-            ax.imshow(layer_scores[h, :n, :n], cmap="viridis", vmin=0.0, vmax=max(1e-6, layer_scores[h, :n, :n].max()))
+            panel = layer_scores[h, :n, :n]
+            # Colour scale from 0 to at least twice uniform attention, so uniform heads look mid-tone.
+            ax.imshow(panel, cmap="viridis", vmin=0.0, vmax=max(2.0 / max(n, 1), float(panel.max())))
             ax.set_title(f"layer {l} · head {h}", fontsize=8)
             ax.set_xticks(range(n), labels, rotation=90, fontsize=6)
             ax.set_yticks(range(n), labels, fontsize=6)

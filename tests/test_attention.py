@@ -73,17 +73,17 @@ def test_scores_of_a_trained_run(tiny_run: Path):
 
     run = load_run(tiny_run)
     texts = ["the coffee was great", "bad", "great great tea and more words than the others here"]
-    scores, tokens, ids = scores_for_texts(run.model, run.vectorizer, texts, run.seq_len)
+    scores, tokens, real = scores_for_texts(run.model, run.vectorizer, texts, run.seq_len)
     heads = run.cfg.model.num_heads
     assert len(scores) == run.cfg.model.num_layers
-    real = ids != 0
     for s in scores:
-        assert s.shape == (3, heads, ids.shape[1], ids.shape[1])
+        assert s.shape == (3, heads, real.shape[1], real.shape[1])
         sums = s.sum(-1)
         np.testing.assert_allclose(sums[np.broadcast_to(real[:, None, :], sums.shape)], 1.0, atol=1e-5)
         assert np.all(s[np.broadcast_to(~real[:, None, None, :], s.shape)] == 0)
         assert np.all(s[np.broadcast_to(~real[:, None, :, None], s.shape)] == 0)
-    assert tokens[1] == ["bad"] and len(tokens[2]) == real[2].sum()
+    cls = ["[CLS]"] if run.cfg.model.pooling == "cls" else []
+    assert tokens[1] == cls + ["bad"] and len(tokens[2]) == real[2].sum()
 
 
 def event_records(log_dir: Path) -> dict:
