@@ -173,8 +173,28 @@ def validate_config(cfg: DictConfig) -> None:
         if missing:
             raise ConfigError(f"data.path={path} has no {' or '.join(s + '/' for s in missing)} folder: "
                               "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt")
-    if cfg.trainer.precision == "mixed_float16" and cfg.trainer.distribution == "none":
-        pass  # allowed: Keras wraps the optimizer in a LossScaleOptimizer itself
+        check_folder_dataset(path)
+
+
+def check_folder_dataset(path) -> list[str]:
+    """The class folders of an aclImdb-style dataset; ConfigError if it cannot be trained on.
+
+    Folders present in only one split (aclImdb's train/unsup) are not classes.
+    """
+    classes = {}
+    for split in ("train", "test"):
+        root = os.path.join(path, split)
+        classes[split] = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    common = [c for c in classes["train"] if c in classes["test"]]
+    if len(common) < 2:
+        raise ConfigError(
+            f"data.path={path}: need at least 2 class folders present in both train/ and test/; "
+            f"train/ has [{', '.join(classes['train'])}], test/ has [{', '.join(classes['test'])}]")
+    for split in ("train", "test"):
+        if not any(name.endswith(".txt") for c in common for name in os.listdir(os.path.join(path, split, c))):
+            raise ConfigError(f"data.path={path}: {split}/ has no .txt files in its class folders "
+                              f"[{', '.join(common)}]")
+    return common
 
 
 def _fmt(value) -> str:

@@ -120,22 +120,12 @@ def check_download_possible(tfds_name: str, data_name: str, timeout: float = 5.0
 def _load_folder(data_cfg):
     import keras
 
+    from mha_project.config import check_folder_dataset
+
     root = Path(data_cfg.path)
-    class_sets = {}
-    for split in ("train", "test"):
-        class_sets[split] = sorted(d.name for d in (root / split).iterdir() if d.is_dir())
-    # Folders present in only one split (aclImdb's train/unsup) are not classes.
-    class_names = [c for c in class_sets["train"] if c in class_sets["test"]]
-    if len(class_names) < 2:
-        raise ConfigError(
-            f"data.path={root}: need at least 2 class folders present in both train/ and test/; "
-            f"train/ has [{', '.join(class_sets['train'])}], test/ has [{', '.join(class_sets['test'])}]")
+    class_names = check_folder_dataset(root)
     splits = []
     for split in ("train", "test"):
-        counts = {c: len(list((root / split / c).glob("*.txt"))) for c in class_names}
-        if sum(counts.values()) == 0:
-            raise ConfigError(f"data.path={root}: {split}/ has no .txt files in its class folders "
-                              f"[{', '.join(class_names)}]")
         ds = keras.utils.text_dataset_from_directory(
             root / split, labels="inferred", class_names=class_names, batch_size=None, shuffle=False,
             verbose=False)

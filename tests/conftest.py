@@ -32,6 +32,7 @@ def tiny_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("tiny_run") / "run"
     result = train_tiny(run_dir)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (run_dir.parent / "stdout.txt").write_text(result.stdout)
     return run_dir
 
 

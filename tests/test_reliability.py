@@ -64,7 +64,7 @@ def test_sigkill_after_first_epoch_then_resume(tmp_path):
 def test_same_seed_deterministic_runs_give_identical_numbers(tmp_path):
     results = []
     for name in ("a", "b"):
-        result = train_tiny(tmp_path / name, "seed=7", "deterministic=true", "epochs=2",
+        result = train_tiny(tmp_path / name, "seed=7", "deterministic=true",
                             "logger.tensorboard=false")
         assert result.returncode == 0, result.stderr[-3000:]
         results.append(json.loads((tmp_path / name / "metrics.json").read_text()))
