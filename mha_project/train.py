@@ -98,12 +98,12 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     previous = read_history(history_csv)  # non-empty when resuming a killed run
     counter = EpochCounter()
     callbacks = [
+        counter,  # first: its elapsed_seconds reaches CSVLogger
         keras.callbacks.TerminateOnNaN(),
         BestWeights(best_weights, monitor="val_accuracy", initial_best=_best(previous, "val_accuracy")),
         keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max",
                                       patience=cfg.trainer.early_stopping_patience, restore_best_weights=True),
         keras.callbacks.CSVLogger(history_csv, append=True),
-        counter,
     ]
     if cfg.logger.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch"))
