@@ -190,8 +190,25 @@ class EncoderBlock(layers.Layer):
         return config
 
 
+class _MaskedPooling(layers.Layer):
+    """Pools (batch, seq, dim) to (batch, dim) over real tokens; the pooled vector carries no mask."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        self.built = True
+
+    def compute_mask(self, inputs, mask=None):
+        return None  # the pooled vector has no time axis left to mask
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], input_shape[-1])
+
+
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class MaskedMeanPooling(layers.Layer):
+class MaskedMeanPooling(_MaskedPooling):
     """Mean over the real tokens of each sequence: ``sum(x * mask) / max(1, sum(mask))``.
 
     Written here rather than using ``GlobalAveragePooling1D`` because that layer divides by zero
@@ -204,13 +221,6 @@ class MaskedMeanPooling(layers.Layer):
     2.0
     """
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def build(self, input_shape):
-        self.built = True
-
     def call(self, inputs, mask=None):
         if mask is None:
             return ops.mean(inputs, axis=1)
@@ -218,15 +228,9 @@ class MaskedMeanPooling(layers.Layer):
         total = ops.sum(inputs * weights, axis=1)
         return total / ops.maximum(ops.sum(weights, axis=1), ops.cast(1.0, inputs.dtype))
 
-    def compute_mask(self, inputs, mask=None):
-        return None  # the pooled vector has no time axis left to mask
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[-1])
-
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class MaskedMaxPooling(layers.Layer):
+class MaskedMaxPooling(_MaskedPooling):
     """Max over the real tokens of each sequence (0 for a sequence with no tokens).
 
     Keras's ``GlobalMaxPooling1D`` ignores the mask, so padding positions could win the max.
@@ -238,42 +242,19 @@ class MaskedMaxPooling(layers.Layer):
     3.0
     """
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def build(self, input_shape):
-        self.built = True
-
     def call(self, inputs, mask=None):
         if mask is None:
             return ops.max(inputs, axis=1)
         real = ops.cast(mask, "bool")[:, :, None]
-        lowest = ops.cast(-1e9, inputs.dtype)
-        pooled = ops.max(ops.where(real, inputs, lowest), axis=1)
+        pooled = ops.max(ops.where(real, inputs, ops.cast(-1e9, inputs.dtype)), axis=1)
         has_tokens = ops.any(real, axis=1)
         return ops.where(has_tokens, pooled, ops.zeros_like(pooled))
 
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[-1])
-
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class FirstTokenPooling(layers.Layer):
+class FirstTokenPooling(_MaskedPooling):
     """The vector at position 0 (the ``[CLS]`` token): the classifier then sees only what attention
     gathered there, so the [CLS] row of each head shows which words the decision rests on."""
 
-    def build(self, input_shape):
-        self.built = True
-
     def call(self, inputs, mask=None):
         return inputs[:, 0, :]
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], input_shape[-1])

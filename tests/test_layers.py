@@ -67,6 +67,7 @@ def test_embedding_mask_and_short_inputs():
     EncoderBlock(num_heads=2, key_dim=3, value_dim=5, ff_dim=6, dropout=0.2, activation="relu",
                  use_bias=False, norm_first=True, name="b"),
     MaskedMeanPooling(name="p"),
+    TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, cls_token=True, name="c"),
 ])
 def test_layer_config_round_trip(layer):
     config = keras.saving.serialize_keras_object(layer)
@@ -84,6 +85,20 @@ def test_model_round_trips_through_keras_file(tmp_path):
     np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), before, atol=1e-6)
     blocks = encoder_blocks(reloaded)
     assert len(blocks) == 2 and blocks[0].attention.value_dim == 6 and blocks[0].norm_first
+
+
+@pytest.mark.parametrize("pooling", ["mean_max", "cls"])
+def test_other_poolings_round_trip_and_ignore_padding(tmp_path, pooling):
+    keras.utils.set_random_seed(4)
+    model = build_classifier(model_cfg(pooling=pooling), vocab_size=20, num_classes=2)
+    short = model.predict(np.array([[5, 6, 7]]), verbose=0)
+    np.testing.assert_allclose(model.predict(np.array([[5, 6, 7, 0, 0]]), verbose=0), short, atol=1e-5)
+    model.save(tmp_path / "m.keras")
+    reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
+    np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0), atol=1e-6)
+    if pooling == "cls":
+        scores = attention_scores(model, IDS)[0]
+        assert scores.shape[-1] == IDS.shape[1] + 1  # [CLS] is position 0
 
 
 def test_classifier_head_any_number_of_classes():
