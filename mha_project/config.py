@@ -44,6 +44,7 @@ class ModelConfig:
     key_dim: int = MISSING
     value_dim: Optional[int] = None
     dropout: float = MISSING
+    attention_dropout: Optional[float] = None  # None: same as dropout
     num_layers: int = MISSING
     embed_dim: int = MISSING
     ff_dim: int = MISSING
@@ -126,6 +127,8 @@ _CHECKS = [
     ("model.ff_dim", "ff_dim", _positive_int, "an integer >= 1"),
     ("model.max_len", "seq_len", _positive_int, "an integer >= 1"),
     ("model.dropout", "dropout", lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    ("model.attention_dropout", "model.attention_dropout", lambda v: v is None or 0.0 <= v < 1.0,
+     "null or a number in [0, 1)"),
     ("trainer.epochs", "epochs", _positive_int, "an integer >= 1"),
     ("trainer.batch_size", "batch_size", _positive_int, "an integer >= 1"),
     ("trainer.lr", "lr", lambda v: math.isfinite(v) and v > 0, "a number > 0"),

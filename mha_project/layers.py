@@ -92,7 +92,9 @@ class EncoderBlock(layers.Layer):
         key_dim: size of each head's query/key projection (``d_k``; scores are scaled by 1/sqrt(d_k)).
         value_dim: size of each head's value projection; ``None`` means ``key_dim``.
         ff_dim: hidden width of the feed-forward network.
-        dropout: rate used on the attention probabilities and on both residual branches.
+        dropout: rate used on both residual branches (and on the attention probabilities unless
+            ``attention_dropout`` is given).
+        attention_dropout: rate on the attention probabilities; ``None`` means ``dropout``.
         activation: feed-forward activation.
         use_bias: whether the Q/K/V/output projections have biases.
         norm_first: pre-norm instead of post-norm.
@@ -112,13 +114,15 @@ class EncoderBlock(layers.Layer):
 
     def __init__(self, num_heads: int, key_dim: int, ff_dim: int, value_dim: int | None = None,
                  dropout: float = 0.0, activation: str = "gelu", use_bias: bool = True,
-                 norm_first: bool = False, layer_norm_epsilon: float = 1e-6, **kwargs):
+                 norm_first: bool = False, layer_norm_epsilon: float = 1e-6,
+                 attention_dropout: float | None = None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.ff_dim = ff_dim
         self.dropout = dropout
+        self.attention_dropout = attention_dropout
         self.activation = activation
         self.use_bias = use_bias
         self.norm_first = norm_first
@@ -129,9 +133,10 @@ class EncoderBlock(layers.Layer):
         embed_dim = input_shape[-1]
         self.attention = layers.MultiHeadAttention(
             num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
-            dropout=self.dropout, use_bias=self.use_bias, name="attention", dtype=self.dtype_policy)
+            dropout=self.dropout if self.attention_dropout is None else self.attention_dropout,
+            use_bias=self.use_bias, name="attention", dtype=self.dtype_policy)
         self.attention.build(input_shape, input_shape)
-        self.attention_dropout = layers.Dropout(self.dropout, name="attention_output_dropout")
+        self.attention_output_dropout = layers.Dropout(self.dropout, name="attention_output_dropout")
         self.attention_norm = layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="attention_norm",
                                                         dtype=self.dtype_policy)
         self.attention_norm.build(input_shape)
@@ -159,7 +164,7 @@ class EncoderBlock(layers.Layer):
             x = self.attention_norm(x)
         x, scores = self.attention(x, x, x, attention_mask=attention_mask, training=training,
                                    return_attention_scores=True)
-        x = residual + self.attention_dropout(x, training=training)
+        x = residual + self.attention_output_dropout(x, training=training)
         if not self.norm_first:
             x = self.attention_norm(x)
 
@@ -186,7 +191,7 @@ class EncoderBlock(layers.Layer):
         config.update(num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
                       ff_dim=self.ff_dim, dropout=self.dropout, activation=self.activation,
                       use_bias=self.use_bias, norm_first=self.norm_first,
-                      layer_norm_epsilon=self.layer_norm_epsilon)
+                      layer_norm_epsilon=self.layer_norm_epsilon, attention_dropout=self.attention_dropout)
         return config
 
 

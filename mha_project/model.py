@@ -26,6 +26,7 @@ def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Mode
             value_dim=model_cfg.value_dim,
             ff_dim=model_cfg.ff_dim,
             dropout=model_cfg.dropout,
+            attention_dropout=model_cfg.get("attention_dropout"),
             activation=model_cfg.activation,
             use_bias=model_cfg.use_bias,
             norm_first=model_cfg.norm_first,

@@ -1,8 +1,8 @@
 """Training examples/s: a keras.io-style pipeline vs this project's, same data, same model, one process.
 
     python scripts/benchmark.py                                   # fine_foods, the default model
-    python scripts/benchmark.py data=folder data.path=/tmp/aclImdb seq_len=512
-    python scripts/benchmark.py --epochs 2 trainer.steps_per_execution=4
+    python scripts/benchmark.py data=folder data.path=/tmp/aclImdb seq_len=512 data.limit=2000
+    python scripts/benchmark.py --epochs 5 trainer.steps_per_execution=4
 
 Takes the same overrides as scripts/train.py; prints one JSON object.
 """
@@ -25,7 +25,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for scripts/train.py")
-    parser.add_argument("--epochs", type=int, default=1, help="timed epochs per pipeline (after one warm-up)")
+    parser.add_argument("--epochs", type=int, default=3,
+                        help="timed rounds; each is one epoch of (a) then one of (b); medians are reported")
     args = parser.parse_args()
     register_configs()
     try:

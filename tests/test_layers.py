@@ -66,6 +66,7 @@ def test_embedding_mask_and_short_inputs():
     TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, name="e"),
     EncoderBlock(num_heads=2, key_dim=3, value_dim=5, ff_dim=6, dropout=0.2, activation="relu",
                  use_bias=False, norm_first=True, name="b"),
+    EncoderBlock(num_heads=2, key_dim=3, ff_dim=6, dropout=0.2, attention_dropout=0.0, name="a"),
     MaskedMeanPooling(name="p"),
     TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, cls_token=True, name="c"),
 ])
@@ -74,6 +75,14 @@ def test_layer_config_round_trip(layer):
     clone = keras.saving.deserialize_keras_object(config)
     assert type(clone) is type(layer)
     assert clone.get_config() == layer.get_config()
+
+
+@pytest.mark.parametrize("attention_dropout, expected", [(None, 0.3), (0.0, 0.0), (0.1, 0.1)])
+def test_attention_dropout_defaults_to_dropout(attention_dropout, expected):
+    block = EncoderBlock(num_heads=2, key_dim=4, ff_dim=8, dropout=0.3, attention_dropout=attention_dropout)
+    block.build((None, 5, 8))
+    assert block.attention.dropout == expected
+    assert block.attention_output_dropout.rate == block.ff_dropout.rate == 0.3
 
 
 def test_model_round_trips_through_keras_file(tmp_path):

@@ -11,13 +11,16 @@ pytestmark = pytest.mark.slow
 
 def test_benchmark_prints_well_formed_json():
     overrides = [o for o in TINY if not o.startswith("epochs=")]
-    result = run_script("benchmark.py", *overrides)
+    result = run_script("benchmark.py", "--epochs", "2", *overrides)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     a, b = report["keras_io_style"]["examples_per_second"], report["project"]["examples_per_second"]
     assert a > 0 and b > 0
     assert report["ratio"] == pytest.approx(b / a, rel=1e-2)
     assert report["peak_rss_mb"]["after_project"] > 0
+    # two interleaved rounds, each timing one epoch of (a) and one of (b)
+    assert len(report["keras_io_style"]["seconds_per_epoch"]) == len(report["project"]["seconds_per_epoch"]) == 2
+    assert len(report["ratio_per_round"]) == 2 and all(r > 0 for r in report["ratio_per_round"])
     assert report["config"]["seq_len"] == 32 and report["config"]["model"]["num_heads"] == 2
     assert report["train_examples"] == 160
 
