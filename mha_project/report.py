@@ -75,6 +75,33 @@ def to_table(jobs: list[dict]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def seed_summary(jobs: list[dict], seed_key: str = "seed") -> tuple[list[str], list[list[str]]] | None:
+    """Mean over seeds of every configuration that ran with more than one seed; None if none did.
+
+    One seed's accuracy on a few hundred validation examples moves by a point or two, so a sweep that
+    repeats seeds is read by its means and spreads, not by its single best job.
+    """
+    import numpy as np
+
+    keys = [k for k in swept_keys(jobs) if k != seed_key]
+    groups: dict = {}
+    for job in jobs:
+        if job["status"] == "finished":
+            groups.setdefault(tuple(job["overrides"].get(k, "") for k in keys), []).append(job)
+    if not any(len(g) > 1 for g in groups.values()):
+        return None
+    header = [*keys, "seeds", "val_accuracy_mean", "test_accuracy_mean", "test_accuracy_min", "test_accuracy_max",
+              "train_seconds_mean"]
+    rows = []
+    for values, group in groups.items():
+        val = [j["best_val_accuracy"] for j in group]
+        test = [j["test_accuracy"] for j in group]
+        rows.append([*values, str(len(group)), _fmt(float(np.mean(val))), _fmt(float(np.mean(test))),
+                     _fmt(min(test)), _fmt(max(test)), _fmt(float(np.mean([j["train_seconds"] for j in group])))])
+    rows.sort(key=lambda r: [_number(v) for v in r[: len(keys)]])
+    return header, rows
+
+
 def markdown(header, rows) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
@@ -82,35 +109,35 @@ def markdown(header, rows) -> str:
 
 
 def plot(jobs: list[dict], path: Path, x_key: str = "heads", line_key: str = "key_dim",
-         metric: str = "best_val_accuracy") -> bool:
-    """Accuracy against heads, one line per key_dim; mean and min-max band over seeds."""
+         metrics: tuple[str, ...] = ("best_val_accuracy", "test_accuracy")) -> bool:
+    """Accuracy against heads, one line per key_dim, one panel per metric; mean and min-max band over seeds."""
     import numpy as np
 
     from mha_project.plots import plt, save_figure
 
-    finished = [j for j in jobs if j["status"] == "finished" and j.get(metric) is not None]
+    finished = [j for j in jobs if j["status"] == "finished" and j.get(metrics[0]) is not None]
     if not finished or not any(x_key in j["overrides"] for j in finished):
         return False
-    groups: dict = {}
-    for job in finished:
-        line = job["overrides"].get(line_key, "default")
-        x = _number(job["overrides"].get(x_key))
-        groups.setdefault(line, {}).setdefault(x, []).append(job[metric])
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for line in sorted(groups, key=_number):
-        xs = sorted(groups[line])
-        values = [groups[line][x] for x in xs]
-        mean = np.array([np.mean(v) for v in values])
-        ax.plot(xs, mean, marker="o", label=f"{line_key}={line}")
-        ax.fill_between(xs, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted({x for g in groups.values() for x in g}))
-    ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
-    ax.set_xlabel(x_key)
-    ax.set_ylabel(metric.replace("_", " "))
-    ax.set_title(f"{metric.replace('_', ' ')} vs {x_key} (mean, band = min..max over seeds)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), sharey=True, squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        groups: dict = {}
+        for job in finished:
+            line = job["overrides"].get(line_key, "default")
+            x = _number(job["overrides"].get(x_key))
+            groups.setdefault(line, {}).setdefault(x, []).append(job[metric])
+        for line in sorted(groups, key=_number):
+            xs = sorted(groups[line])
+            values = [groups[line][x] for x in xs]
+            ax.plot(xs, [np.mean(v) for v in values], marker="o", label=f"{line_key}={line}")
+            ax.fill_between(xs, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({x for g in groups.values() for x in g}))
+        ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
+        ax.set_xlabel(x_key)
+        ax.set_ylabel(metric.replace("_", " "))
+        ax.set_title(f"{metric.replace('_', ' ')} (mean; band = min..max over seeds)", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
     return True
@@ -125,6 +152,13 @@ def write_report(sweep_dir) -> dict:
     csv.writer(buffer).writerows([header, *rows])
     fixed = " ".join(f"{k}={v}" for k, v in fixed_overrides(jobs).items())
     intro = f"Same in every job: `{fixed}`\n\n" if fixed else ""
+    summary = seed_summary(jobs)
+    if summary is not None:
+        text = markdown(*summary) + "\n" + text
+        intro += "Mean over seeds per configuration first (also in report_by_config.csv), then every job.\n\n"
+        by_config = io.StringIO()
+        csv.writer(by_config).writerows([summary[0], *summary[1]])
+        write_text_atomic(sweep_dir / "report_by_config.csv", by_config.getvalue())
     write_text_atomic(sweep_dir / "report.md", f"# Sweep report: {sweep_dir.name}\n\n{intro}{text}")
     write_text_atomic(sweep_dir / "report.csv", buffer.getvalue())
     plotted = plot(jobs, sweep_dir / "report.png")

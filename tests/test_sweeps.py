@@ -57,6 +57,48 @@ def test_sweep_report(sweep_dir):
     assert "4 jobs, 2 failed or unfinished" in result.stdout
 
 
+def fake_job(sweep: Path, num: int, overrides: list[str], val: float, test: float, seconds: float = 10.0):
+    job = sweep / str(num)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    metrics = {"best_val_accuracy": val, "test_accuracy": test, "params": 100, "train_seconds": seconds,
+               "epochs_run": 2}
+    (job / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_report_means_over_seeds(tmp_path):
+    """Two seeds per configuration: report_by_config.csv holds one row per (heads, key_dim) with means."""
+    from mha_project.report import write_report
+
+    values = {(1, 16): (0.70, 0.80), (1, 64): (0.74, 0.76), (4, 16): (0.60, 0.62), (4, 64): (0.90, 0.70)}
+    num = 0
+    for (heads, key_dim), tests in values.items():
+        for seed, test in zip((1, 2), tests):
+            fake_job(tmp_path, num, [f"seed={seed}", f"heads={heads}", f"key_dim={key_dim}"], val=test, test=test)
+            num += 1
+    result = write_report(tmp_path)
+    with open(tmp_path / "report_by_config.csv", newline="") as f:
+        rows = {(r["heads"], r["key_dim"]): r for r in csv.DictReader(f)}
+    assert set(rows) == {("1", "16"), ("1", "64"), ("4", "16"), ("4", "64")}
+    assert "seed" not in next(iter(rows.values()))
+    assert float(rows[("1", "16")]["test_accuracy_mean"]) == pytest.approx(0.75)
+    assert float(rows[("4", "64")]["test_accuracy_min"]) == pytest.approx(0.70)
+    assert float(rows[("4", "64")]["test_accuracy_max"]) == pytest.approx(0.90)
+    assert rows[("4", "16")]["seeds"] == "2"
+    assert result["markdown"].startswith("| heads | key_dim | seeds |")
+    assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_without_repeated_seeds_has_no_summary(tmp_path):
+    from mha_project.report import write_report
+
+    fake_job(tmp_path, 0, ["heads=1"], 0.7, 0.7)
+    fake_job(tmp_path, 1, ["heads=2"], 0.8, 0.8)
+    result = write_report(tmp_path)
+    assert not (tmp_path / "report_by_config.csv").exists()
+    assert result["markdown"].startswith("| job | heads |")
+
+
 @pytest.mark.slow
 def test_optuna_sweep_of_two_trials(tmp_path):
     path = tmp_path / "optuna"
