@@ -57,6 +57,17 @@ def test_sweep_report(sweep_dir):
     assert "4 jobs, 2 failed or unfinished" in result.stdout
 
 
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_each_job_in_its_own_dir(tmp_path):
+    """The same launcher family as SLURM (hydra-submitit-launcher), as local processes."""
+    sweep = tmp_path / "s"
+    result = run_script("train.py", "-m", "seed=1,2", *TINY, *QUIET, "hydra/launcher=submitit_local",
+                        f"hydra.sweep.dir={sweep}", timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    seeds = {json.loads((sweep / job / "metrics.json").read_text())["hparams"]["seed"] for job in ("0", "1")}
+    assert seeds == {1, 2}
+
+
 def fake_job(sweep: Path, num: int, overrides: list[str], val: float, test: float, seconds: float = 10.0):
     job = sweep / str(num)
     (job / ".hydra").mkdir(parents=True)
