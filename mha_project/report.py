@@ -194,3 +194,30 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4f}" if value < 10 else f"{value:.1f}"
     return str(value)
+
+
+def time_to_accuracy(run_dir, target: float) -> dict:
+    """When a finished run first reached ``val_accuracy >= target``, from its history.csv.
+
+    ``elapsed_seconds`` counts from the start of ``fit`` and includes each epoch's validation, so two
+    runs compare by wall time to the same validation accuracy. Resolution is one epoch.
+    """
+    from mha_project.run import check_run_dir
+    from mha_project.train import read_history
+
+    run_dir = check_run_dir(run_dir)
+    rows = read_history(run_dir / "history.csv")
+    if not rows or "elapsed_seconds" not in rows[0]:
+        raise UserError(f"{run_dir}/history.csv has no elapsed_seconds column (written by runs since 2026-11-29)")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    reached = next((r for r in rows if float(r["val_accuracy"]) >= target), None)
+    return {
+        "run_dir": str(run_dir),
+        "target_val_accuracy": target,
+        "reached_at_epoch": int(reached["epoch"]) + 1 if reached else None,
+        "seconds_to_target": float(reached["elapsed_seconds"]) if reached else None,
+        "best_val_accuracy": metrics.get("best_val_accuracy"),
+        "test_accuracy": metrics.get("test_accuracy"),
+        "train_examples_per_second": metrics.get("train_examples_per_second"),
+        "epochs_run": metrics.get("epochs_run"),
+    }
