@@ -109,12 +109,14 @@ def log_hparams(log_dir, hparams: dict, metrics: dict, trial_id: str) -> None:
 
 class EpochCounter(keras.callbacks.Callback):
     """Remembers the last completed epoch and adds ``elapsed_seconds`` (since fit began) to the epoch
-    logs, so history.csv tells when a validation accuracy was first reached."""
+    logs, so history.csv tells when a validation accuracy was first reached. With several validation
+    rounds per epoch it also adds ``data_epochs``, the passes over the training data so far."""
 
-    def __init__(self):
+    def __init__(self, rounds_per_epoch: int = 1):
         super().__init__()
         self.last_epoch = 0
         self.start = None
+        self.rounds_per_epoch = rounds_per_epoch
 
     def on_train_begin(self, logs=None):
         import time
@@ -127,6 +129,8 @@ class EpochCounter(keras.callbacks.Callback):
         self.last_epoch = epoch + 1
         if logs is not None and self.start is not None:
             logs["elapsed_seconds"] = round(time.perf_counter() - self.start, 2)
+            if self.rounds_per_epoch > 1:  # Keras "epochs" are validation rounds: say how much data was seen
+                logs["data_epochs"] = round((epoch + 1) / self.rounds_per_epoch, 3)
 
 
 class BestWeights(keras.callbacks.Callback):

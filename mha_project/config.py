@@ -65,6 +65,7 @@ class TrainerConfig:
     early_stopping_patience: int = 2
     jit_compile: bool = False
     steps_per_execution: int = 1
+    validations_per_epoch: int = 1
     precision: str = "float32"
     distribution: str = "none"
     cpu_devices: Optional[int] = None  # split the CPU into N logical devices (to try `mirrored` without GPUs)
@@ -136,6 +137,7 @@ _CHECKS = [
     ("trainer.warmup_fraction", "trainer.warmup_fraction", lambda v: 0 <= v < 1, "a number in [0, 1)"),
     ("trainer.early_stopping_patience", "trainer.early_stopping_patience", lambda v: v >= 0, "an integer >= 0"),
     ("trainer.steps_per_execution", "trainer.steps_per_execution", _positive_int, "an integer >= 1"),
+    ("trainer.validations_per_epoch", "trainer.validations_per_epoch", _positive_int, "an integer >= 1"),
     ("trainer.precision", "trainer.precision", lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS)),
     ("trainer.distribution", "trainer.distribution", lambda v: v in DISTRIBUTIONS,
      "one of " + ", ".join(DISTRIBUTIONS)),

@@ -214,10 +214,18 @@ def time_to_accuracy(run_dir, target: float) -> dict:
     return {
         "run_dir": str(run_dir),
         "target_val_accuracy": target,
-        "reached_at_epoch": int(reached["epoch"]) + 1 if reached else None,
+        "reached_at_epoch": _data_epochs(reached) if reached else None,
         "seconds_to_target": float(reached["elapsed_seconds"]) if reached else None,
         "best_val_accuracy": metrics.get("best_val_accuracy"),
         "test_accuracy": metrics.get("test_accuracy"),
         "train_examples_per_second": metrics.get("train_examples_per_second"),
         "epochs_run": metrics.get("epochs_run"),
     }
+
+
+def _data_epochs(row: dict):
+    """Passes over the training data at this history row (fractional with trainer.validations_per_epoch > 1)."""
+    if row.get("data_epochs") not in (None, ""):
+        value = float(row["data_epochs"])
+        return int(value) if value.is_integer() else value
+    return int(row["epoch"]) + 1

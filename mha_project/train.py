@@ -73,8 +73,16 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     val_ds = pipeline(data.val_texts, data.val_labels, False)
     test_ds = pipeline(data.test_texts, data.test_labels, False)
 
-    steps_per_epoch = math.ceil(len(data.train_texts) / batch_size) + 8  # + partial batches of the buckets
-    total_steps = steps_per_epoch * cfg.trainer.epochs
+    rounds = cfg.trainer.validations_per_epoch  # validation rounds per pass over the training data
+    if rounds > 1:
+        # Keras validates once per "epoch": make each Keras epoch 1/rounds of a pass over a repeated dataset.
+        train_ds = train_ds.repeat()
+        steps_per_epoch = math.ceil(math.ceil(len(data.train_texts) / batch_size) / rounds)
+        fit_schedule = dict(epochs=cfg.trainer.epochs * rounds, steps_per_epoch=steps_per_epoch)
+    else:
+        steps_per_epoch = math.ceil(len(data.train_texts) / batch_size) + 8  # + partial batches of the buckets
+        fit_schedule = dict(epochs=cfg.trainer.epochs)
+    total_steps = steps_per_epoch * fit_schedule["epochs"]
     with strategy.scope():
         model = build_classifier(cfg.model, vocabulary_size(vectorizer), data.num_classes)
         schedule = keras.optimizers.schedules.CosineDecay(
@@ -96,13 +104,14 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     best_weights = run_dir / "checkpoints" / "best.weights.h5"
     best_weights.parent.mkdir(exist_ok=True)
     previous = read_history(history_csv)  # non-empty when resuming a killed run
-    counter = EpochCounter()
+    counter = EpochCounter(rounds_per_epoch=rounds)
     callbacks = [
         counter,  # first: its elapsed_seconds reaches CSVLogger
         keras.callbacks.TerminateOnNaN(),
         BestWeights(best_weights, monitor="val_accuracy", initial_best=_best(previous, "val_accuracy")),
         keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max",
-                                      patience=cfg.trainer.early_stopping_patience, restore_best_weights=True),
+                                      patience=cfg.trainer.early_stopping_patience * rounds,
+                                      restore_best_weights=True),
         keras.callbacks.CSVLogger(history_csv, append=True),
     ]
     if cfg.logger.tensorboard:
@@ -121,7 +130,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     # is expected here, not a bug.
     warnings.filterwarnings("ignore", message="Your input ran out of data")
     start = time.perf_counter()
-    history = model.fit(train_ds, validation_data=val_ds, epochs=cfg.trainer.epochs, callbacks=callbacks,
+    history = model.fit(train_ds, validation_data=val_ds, **fit_schedule, callbacks=callbacks,
                         shuffle=False,  # tf.data reshuffles every epoch with the seed
                         verbose="auto" if sys.stdout.isatty() else 2)  # one line per epoch in logs
     train_seconds = time.perf_counter() - start
@@ -135,8 +144,9 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
 
     test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
     rows = read_history(history_csv)
-    epochs_run = max(int(r["epoch"]) for r in rows) + 1 if rows else counter.last_epoch
-    trained_now = len(losses)
+    epochs_run = (max(int(r["epoch"]) for r in rows) + 1 if rows else counter.last_epoch) / rounds
+    epochs_run = int(epochs_run) if float(epochs_run).is_integer() else round(epochs_run, 3)
+    trained_now = len(losses) / rounds  # passes over the training data in this process
     metrics = {
         "test_accuracy": float(test_accuracy),
         "test_loss": float(test_loss),

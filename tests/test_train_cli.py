@@ -1,5 +1,6 @@
 """End-to-end runs of the real command-line tools on a tiny model (marked slow)."""
 
+import csv
 import json
 from pathlib import Path
 
@@ -63,3 +64,20 @@ def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
     mha = model.get_layer("encoder_0").attention
     assert (mha.num_heads, mha.key_dim, mha.value_dim) == (2, 8, 8)  # heads=2 key_dim=8 in TINY
     assert model.get_layer("embedding").embed_dim == 16
+
+
+@pytest.mark.slow
+def test_several_validations_per_epoch(tmp_path):
+    """trainer.validations_per_epoch=2: two history rows per pass over the data, half an epoch apart."""
+    from mha_project.report import time_to_accuracy
+
+    run_dir = tmp_path / "run"
+    result = train_tiny(run_dir, "trainer.validations_per_epoch=2", "logger.attention.every_n_epochs=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(run_dir / "history.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["data_epochs"]) for r in rows] == [0.5, 1.0]
+    assert float(rows[0]["elapsed_seconds"]) < float(rows[1]["elapsed_seconds"])
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["epochs_run"] == 1
+    assert time_to_accuracy(run_dir, 0.0001)["reached_at_epoch"] == 0.5
