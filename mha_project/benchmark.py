@@ -41,8 +41,11 @@ def _epoch_seconds(model, *args, **kwargs) -> float:
     return time.perf_counter() - start
 
 
-def run_benchmark(cfg, timed_epochs: int = 1) -> dict:
-    """Time ``timed_epochs`` rounds; each round is one epoch of (a) then one epoch of (b).
+def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> dict:
+    """Time ``timed_epochs`` rounds; each round is one epoch of (a), of (b), then of each variant.
+
+    ``variants`` maps a name to a full config that differs from ``cfg`` in trainer/model settings or
+    ``data.bucketing``/``data.seq_len``; each is timed like (b) and reported with its ratio to (b).
 
     Interleaving matters on a shared CPU: speed drifts by 2x within minutes here, and timing all of (a)
     and then all of (b) would turn that drift into a fake ratio. The medians over rounds are reported.
@@ -74,20 +77,29 @@ def run_benchmark(cfg, timed_epochs: int = 1) -> dict:
     model_a.fit(x[: 2 * batch_size], fit_a["y"][: 2 * batch_size], batch_size=batch_size, verbose=0)
     rss_a = _rss_peak_mb()
 
-    # (b) this project: the policy is global in Keras, so (b)'s model is built under its own precision
-    keras.mixed_precision.set_global_policy(cfg.trainer.precision)
-    keras.utils.set_random_seed(cfg.seed)
-    ds = make_pipeline(data.train_texts, data.train_labels, vectorizer, seq_len, batch_size, shuffle=True,
-                       seed=cfg.seed, bucketing=cfg.data.bucketing)
-    model_b = build_classifier(cfg.model, vocab_size, data.num_classes)
-    _compile(model_b, cfg, project=True)
-    model_b.fit(ds, epochs=1, verbose=0)  # warm-up: tracing every bucket shape, filling the cache
-    keras.mixed_precision.set_global_policy("float32")
+    # (b) this project, and (c) any variants of it (other trainer/model settings, same data and vocabulary)
+    def project_model(run_cfg):
+        # The precision policy is global in Keras: each model is built under its own, then it is reset.
+        keras.mixed_precision.set_global_policy(run_cfg.trainer.precision)
+        keras.utils.set_random_seed(cfg.seed)
+        ds = make_pipeline(data.train_texts, data.train_labels, vectorizer, run_cfg.data.seq_len,
+                           run_cfg.trainer.batch_size, shuffle=True, seed=cfg.seed, bucketing=run_cfg.data.bucketing)
+        model = build_classifier(run_cfg.model, vocab_size, data.num_classes)
+        _compile(model, run_cfg, project=True)
+        model.fit(ds, epochs=1, verbose=0)  # warm-up: tracing every bucket shape, filling the cache
+        keras.mixed_precision.set_global_policy("float32")
+        return model, ds
+
+    model_b, ds = project_model(cfg)
+    variants = {name: project_model(variant_cfg) for name, variant_cfg in (variants or {}).items()}
 
     seconds_a, seconds_b = [], []
+    seconds_c = {name: [] for name in variants}
     for _ in range(timed_epochs):
         seconds_a.append(_epoch_seconds(model_a, **fit_a))
         seconds_b.append(_epoch_seconds(model_b, ds))
+        for name, (model_c, ds_c) in variants.items():
+            seconds_c[name].append(_epoch_seconds(model_c, ds_c))
     rss_b = _rss_peak_mb()
 
     a = n / float(np.median(seconds_a))
@@ -99,6 +111,11 @@ def run_benchmark(cfg, timed_epochs: int = 1) -> dict:
                     "mean_real_tokens_per_example": round(float(lengths.mean()), 1)},
         "ratio": round(b / a, 3),
         "ratio_per_round": [round(ta / tb, 3) for ta, tb in zip(seconds_a, seconds_b)],
+        "variants": {name: {"examples_per_second": round(n / float(np.median(times)), 1),
+                            "seconds_per_epoch": [round(t, 3) for t in times],
+                            "ratio_to_project": round(float(np.median(seconds_b)) / float(np.median(times)), 3),
+                            "ratio_to_project_per_round": [round(tb / tc, 3) for tb, tc in zip(seconds_b, times)]}
+                     for name, times in seconds_c.items()},
         "peak_rss_mb": {"after_keras_io_style": round(rss_a, 1), "after_project": round(rss_b, 1)},
         "train_examples": n,
         "timed_epochs": timed_epochs,

@@ -11,7 +11,8 @@ pytestmark = pytest.mark.slow
 
 def test_benchmark_prints_well_formed_json():
     overrides = [o for o in TINY if not o.startswith("epochs=")]
-    result = run_script("benchmark.py", "--epochs", "2", *overrides)
+    result = run_script("benchmark.py", "--epochs", "2", "--variant", "model.attention_dropout=0 batch_size=16",
+                        *overrides)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     a, b = report["keras_io_style"]["examples_per_second"], report["project"]["examples_per_second"]
@@ -21,8 +22,19 @@ def test_benchmark_prints_well_formed_json():
     # two interleaved rounds, each timing one epoch of (a) and one of (b)
     assert len(report["keras_io_style"]["seconds_per_epoch"]) == len(report["project"]["seconds_per_epoch"]) == 2
     assert len(report["ratio_per_round"]) == 2 and all(r > 0 for r in report["ratio_per_round"])
+    variant = report["variants"]["model.attention_dropout=0 batch_size=16"]
+    assert variant["examples_per_second"] > 0 and len(variant["ratio_to_project_per_round"]) == 2
+    assert variant["ratio_to_project"] == pytest.approx(variant["examples_per_second"] / b, rel=1e-2)
     assert report["config"]["seq_len"] == 32 and report["config"]["model"]["num_heads"] == 2
     assert report["train_examples"] == 160
+
+
+def test_benchmark_bad_variant_is_one_line():
+    result = run_script("benchmark.py", "--variant", "trainer.precision=float8", "data.limit=50")
+    assert result.returncode == 2 and "trainer.precision=float8" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = run_script("benchmark.py", "--variant", "no_such_key=1", "data.limit=50")
+    assert result.returncode == 2 and "no_such_key" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
