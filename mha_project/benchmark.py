@@ -83,7 +83,8 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
         keras.mixed_precision.set_global_policy(run_cfg.trainer.precision)
         keras.utils.set_random_seed(cfg.seed)
         ds = make_pipeline(data.train_texts, data.train_labels, vectorizer, run_cfg.data.seq_len,
-                           run_cfg.trainer.batch_size, shuffle=True, seed=cfg.seed, bucketing=run_cfg.data.bucketing)
+                           run_cfg.trainer.batch_size, shuffle=True, seed=cfg.seed, bucketing=run_cfg.data.bucketing,
+                           bucket_width=run_cfg.data.get("bucket_width"))
         model = build_classifier(run_cfg.model, vocab_size, data.num_classes)
         _compile(model, run_cfg, project=True)
         model.fit(ds, epochs=1, verbose=0)  # warm-up: tracing every bucket shape, filling the cache
@@ -123,5 +124,5 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
                    "model": OmegaConf.to_container(cfg.model, resolve=True),
                    "trainer": {k: OmegaConf.select(cfg, f"trainer.{k}")
                                for k in ("jit_compile", "steps_per_execution", "precision")},
-                   "bucketing": bool(cfg.data.bucketing)},
+                   "bucketing": bool(cfg.data.bucketing), "bucket_width": cfg.data.get("bucket_width")},
     }

@@ -36,6 +36,7 @@ class DataConfig:
     vocab_size: int = 10000
     seq_len: int = "${seq_len}"  # type: ignore[assignment]  (interpolation, resolved to int)
     bucketing: bool = True            # pad each batch to its own length bucket, not to seq_len
+    bucket_width: Optional[int] = 32  # buckets every 32 tokens (after 16); null: powers of two only
 
 
 @dataclass
@@ -130,6 +131,7 @@ _CHECKS = [
     ("model.dropout", "dropout", lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
     ("model.attention_dropout", "model.attention_dropout", lambda v: v is None or 0.0 <= v < 1.0,
      "null or a number in [0, 1)"),
+    ("data.bucket_width", "data.bucket_width", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     ("trainer.epochs", "epochs", _positive_int, "an integer >= 1"),
     ("trainer.batch_size", "batch_size", _positive_int, "an integer >= 1"),
     ("trainer.lr", "lr", lambda v: math.isfinite(v) and v > 0, "a number > 0"),

@@ -182,17 +182,28 @@ def pad_batch(token_rows: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def bucket_boundaries(seq_len: int) -> list[int]:
-    """Powers of two from 16 below seq_len, then seq_len: a handful of shapes (good for XLA)."""
+def bucket_boundaries(seq_len: int, width: int | None = None) -> list[int]:
+    """Longest padded length of each bucket: powers of two from 16, then every ``width`` tokens, then seq_len.
+
+    ``width=None`` keeps powers of two all the way (few shapes: good for XLA). With powers of two a
+    130-token review pads to 256 and its T x T attention costs 4x its real length; buckets every 32
+    tokens waste at most 31. Keras traces its train step with relaxed shapes, so more buckets cost
+    little tracing.
+    """
     bounds, b = [], 16
-    while b < seq_len:
+    while b < (seq_len if width is None else min(width, seq_len)):
         bounds.append(b)
         b *= 2
+    if width is not None:
+        b = width
+        while b < seq_len:
+            bounds.append(b)
+            b += width
     return bounds + [seq_len]
 
 
 def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, *, shuffle: bool, seed: int,
-                  bucketing: bool = True, cache: bool = True):
+                  bucketing: bool = True, bucket_width: int | None = None, cache: bool = True):
     """tf.data: tokenise -> truncate -> cache -> (reshuffle every epoch) -> bucketed batches -> prefetch."""
     import tensorflow as tf
 
@@ -204,7 +215,7 @@ def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, *, s
     if shuffle:
         ds = ds.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
     if bucketing:
-        bounds = bucket_boundaries(seq_len)
+        bounds = bucket_boundaries(seq_len, bucket_width)
         # Buckets end at `bound` inclusive; padding to the bucket's edge keeps the set of shapes small.
         ds = ds.bucket_by_sequence_length(
             lambda ids, y: tf.shape(ids)[0],

@@ -42,7 +42,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     import tensorflow as tf
 
     from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup, log_hparams
-    from mha_project.data import load_dataset, make_pipeline, make_vectorizer, save_vocabulary
+    from mha_project.data import bucket_boundaries, load_dataset, make_pipeline, make_vectorizer, save_vocabulary
     from mha_project.distribute import make_strategy, use_logical_cpus
     from mha_project.io import write_json_atomic
     from mha_project.model import build_classifier
@@ -67,7 +67,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
 
     def pipeline(texts, labels, shuffle):
         return make_pipeline(texts, labels, vectorizer, seq_len, batch_size, shuffle=shuffle, seed=cfg.seed,
-                             bucketing=cfg.data.bucketing)
+                             bucketing=cfg.data.bucketing, bucket_width=cfg.data.get("bucket_width"))
 
     train_ds = pipeline(data.train_texts, data.train_labels, True)
     val_ds = pipeline(data.val_texts, data.val_labels, False)
@@ -80,7 +80,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         steps_per_epoch = math.ceil(math.ceil(len(data.train_texts) / batch_size) / rounds)
         fit_schedule = dict(epochs=cfg.trainer.epochs * rounds, steps_per_epoch=steps_per_epoch)
     else:
-        steps_per_epoch = math.ceil(len(data.train_texts) / batch_size) + 8  # + partial batches of the buckets
+        # + one partial batch per length bucket
+        steps_per_epoch = math.ceil(len(data.train_texts) / batch_size) + len(bucket_boundaries(seq_len, cfg.data.get("bucket_width")))
         fit_schedule = dict(epochs=cfg.trainer.epochs)
     total_steps = steps_per_epoch * fit_schedule["epochs"]
     with strategy.scope():

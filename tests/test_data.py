@@ -91,6 +91,11 @@ def test_bucket_boundaries():
     assert bucket_boundaries(256) == [16, 32, 64, 128, 256]
     assert bucket_boundaries(100) == [16, 32, 64, 100]
     assert bucket_boundaries(8) == [8]
+    # every `width` tokens after the powers of two below it: a 130-token text pads to 160, not 256
+    assert bucket_boundaries(256, 32) == [16, 32, 64, 96, 128, 160, 192, 224, 256]
+    assert bucket_boundaries(200, 32)[-2:] == [192, 200]
+    assert bucket_boundaries(512, 64) == [16, 32, 64, 128, 192, 256, 320, 384, 448, 512]
+    assert bucket_boundaries(8, 32) == [8]
 
 
 def test_pipeline_pads_to_buckets_not_seq_len():
@@ -106,5 +111,10 @@ def test_pipeline_pads_to_buckets_not_seq_len():
         assert lengths.max() <= ids.shape[1] <= 64
     assert seen == len(texts)
     assert widths <= {16, 32, 64} and 16 in widths
+    # the 90-word text: padded to 128 with powers of two, to 96 with buckets every 32 tokens
+    coarse = make_pipeline(texts, labels, vec, seq_len=128, batch_size=4, shuffle=False, seed=0, bucket_width=None)
+    fine = make_pipeline(texts, labels, vec, seq_len=128, batch_size=4, shuffle=False, seed=0, bucket_width=32)
+    assert {ids.shape[1] for ids, _ in coarse} == {16, 32, 64, 128}
+    assert {ids.shape[1] for ids, _ in fine} == {16, 32, 64, 96}
     plain = make_pipeline(texts, labels, vec, seq_len=64, batch_size=4, shuffle=False, seed=0, bucketing=False)
     assert {ids.shape[1] for ids, _ in plain} == {64}
