@@ -32,7 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for scripts/train.py")
     parser.add_argument("--epochs", type=int, default=3,
-                        help="timed rounds; each is one epoch of (a) then one of (b); medians are reported")
+                        help="timed rounds; each is one epoch of (a), (b) and every variant; the fastest of each is reported")
     parser.add_argument("--variant", action="append", default=[], metavar="OVERRIDES",
                         help="extra settings for an additional project-pipeline model, e.g. trainer.jit_compile=true")
     args = parser.parse_args()
