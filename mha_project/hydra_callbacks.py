@@ -1,7 +1,8 @@
 """Hydra callbacks: validate the configuration before Hydra creates or writes any run directory.
 
-``on_run_start`` runs before Hydra makes the run directory and saves ``.hydra/config.yaml``, so a typo
-in a re-run pointed at a finished run (``hydra.run.dir=...``) leaves that run untouched.
+``on_run_start`` runs before Hydra makes the run directory, so a bad value fails before any directory
+exists. (Hydra writes no ``.hydra/`` into run directories here, ``hydra.output_subdir: null``; ``train()``
+writes it once the run directory's identity is checked, see ``mha_project/run_dir.py``.)
 In a multirun each job is validated by ``train()`` instead, so one bad job does not stop the sweep.
 """
 

@@ -16,6 +16,7 @@ A run directory (Hydra's output dir) ends up holding:
 from __future__ import annotations
 
 import csv
+import json
 import math
 import sys
 import time
@@ -26,23 +27,55 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from mha_project.config import validate_config
-from mha_project.errors import UserError
+from mha_project.errors import ConfigError, UserError
 
 HPARAM_KEYS = ("heads", "key_dim", "value_dim", "dropout", "layers", "embed_dim", "ff_dim", "seq_len",
                "batch_size", "lr", "seed")
 
 
 def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
-    """Train one model as configured; write the run directory; return the metrics dict."""
+    """Train one model as configured; write the run directory; return the metrics dict.
+
+    The run directory is opened through :func:`mha_project.run_dir.open_run_dir` first: locked, and its
+    identity checked against ``cfg`` before anything in it is written. The same config again resumes
+    after the last finished stage (or reports a finished run); another config is refused.
+    """
     validate_config(cfg)  # before any data is loaded or file written
     run_dir = Path(run_dir) if run_dir is not None else _hydra_run_dir()
-    run_dir.mkdir(parents=True, exist_ok=True)
 
+    import keras
+
+    from mha_project.run_dir import open_run_dir
+
+    try:
+        keras.activations.get(cfg.model.activation)
+    except ValueError:
+        raise ConfigError(f"model.activation={cfg.model.activation} is invalid: must be a Keras activation "
+                          "name such as gelu, relu, silu, tanh") from None
+
+    record = open_run_dir(run_dir, cfg, overwrite=bool(cfg.get("overwrite", False)))
+    try:
+        if record.done("finished") and (run_dir / "metrics.json").exists():
+            metrics = json.loads((run_dir / "metrics.json").read_text())
+            print(f"run dir: {run_dir} (already finished; nothing was changed)")
+            print(f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy "
+                  f"{metrics['best_val_accuracy']:.4f}, {metrics['epochs_run']} epochs)")
+            return metrics
+        if record.stage != "started" or (run_dir / "history.csv").exists():
+            print(f"resuming {run_dir} after stage '{record.stage}'")
+        save_run_config(cfg, run_dir)
+        return _train(cfg, run_dir, record)
+    finally:
+        record.close()
+
+
+def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     import keras
     import tensorflow as tf
 
     from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup, log_hparams
-    from mha_project.data import bucket_boundaries, load_dataset, make_pipeline, make_vectorizer, save_vocabulary
+    from mha_project.data import (bucket_boundaries, load_dataset, make_pipeline, make_vectorizer,
+                                  read_vocabulary, save_vocabulary)
     from mha_project.distribute import make_strategy, use_logical_cpus
     from mha_project.io import write_json_atomic
     from mha_project.model import build_classifier
@@ -61,8 +94,12 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     data = load_dataset(cfg.data, cfg.seed)
     print(f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
           f"val {len(data.val_texts)} · test {len(data.test_texts)}")
-    vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
-    save_vocabulary(vectorizer, run_dir / "vocab.txt")
+    vocab_file = run_dir / "vocab.txt"
+    if vocab_file.exists():  # resuming: the vocabulary the weights were trained with
+        vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=read_vocabulary(vocab_file))
+    else:
+        vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
+        save_vocabulary(vectorizer, vocab_file)
     seq_len, batch_size = cfg.data.seq_len, cfg.trainer.batch_size
 
     def pipeline(texts, labels, shuffle):
@@ -103,58 +140,75 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
 
     history_csv = run_dir / "history.csv"
     best_weights = run_dir / "checkpoints" / "best.weights.h5"
-    best_weights.parent.mkdir(exist_ok=True)
-    previous = read_history(history_csv)  # non-empty when resuming a killed run
-    counter = EpochCounter(rounds_per_epoch=rounds)
-    callbacks = [
-        counter,  # first: its elapsed_seconds reaches CSVLogger
-        keras.callbacks.TerminateOnNaN(),
-        BestWeights(best_weights, monitor="val_accuracy", initial_best=_best(previous, "val_accuracy")),
-        keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max",
-                                      patience=cfg.trainer.early_stopping_patience * rounds,
-                                      restore_best_weights=True),
-        keras.callbacks.CSVLogger(history_csv, append=True),
-    ]
-    if cfg.logger.tensorboard:
-        callbacks.append(keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch"))
-        attention = cfg.logger.attention
-        if attention.every_n_epochs > 0:
-            probes = list(attention.probe_texts) or data.val_texts[: attention.num_probes]
-            labels = None if attention.probe_texts else data.val_labels[: attention.num_probes]
-            callbacks.append(AttentionLogger(run_dir / "tensorboard" / "attention", vectorizer, probes, seq_len,
-                                             attention.every_n_epochs, labels=labels,
-                                             class_names=data.class_names, max_tokens=attention.max_tokens))
-    # Last: saves the epoch's state only after everything above has recorded it.
-    callbacks.append(ResumableBackup(run_dir / "backup"))
+    if not record.done("trained"):
+        best_weights.parent.mkdir(exist_ok=True)
+        # Rows of an epoch that was cut off before its backup are trained again: drop them first.
+        previous = trim_history(history_csv, backed_up_epochs(run_dir / "backup"))
+        counter = EpochCounter(rounds_per_epoch=rounds,
+                               elapsed_offset=float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0)
+        callbacks = [
+            counter,  # first: its elapsed_seconds reaches CSVLogger
+            keras.callbacks.TerminateOnNaN(),
+            BestWeights(best_weights, monitor="val_accuracy", initial_best=_best(previous, "val_accuracy")),
+            keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max",
+                                          patience=cfg.trainer.early_stopping_patience * rounds,
+                                          restore_best_weights=True),
+            keras.callbacks.CSVLogger(history_csv, append=True),
+        ]
+        if cfg.logger.tensorboard:
+            callbacks.append(keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch"))
+            attention = cfg.logger.attention
+            if attention.every_n_epochs > 0:
+                probes = list(attention.probe_texts) or data.val_texts[: attention.num_probes]
+                labels = None if attention.probe_texts else data.val_labels[: attention.num_probes]
+                callbacks.append(AttentionLogger(run_dir / "tensorboard" / "attention", vectorizer, probes, seq_len,
+                                                 attention.every_n_epochs, labels=labels,
+                                                 class_names=data.class_names, max_tokens=attention.max_tokens))
+        # Last: saves the epoch's state only after everything above has recorded it.
+        callbacks.append(ResumableBackup(run_dir / "backup", history_csv))
 
-    # Bucketed batches make the epoch length unknown to Keras up front; its "ran out of data" warning
-    # is expected here, not a bug.
-    warnings.filterwarnings("ignore", message="Your input ran out of data")
-    start = time.perf_counter()
-    history = model.fit(train_ds, validation_data=val_ds, **fit_schedule, callbacks=callbacks,
-                        shuffle=False,  # tf.data reshuffles every epoch with the seed
-                        verbose="auto" if sys.stdout.isatty() else 2)  # one line per epoch in logs
-    train_seconds = time.perf_counter() - start
+        # Bucketed batches make the epoch length unknown to Keras up front; its "ran out of data" warning
+        # is expected here, not a bug.
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        start = time.perf_counter()
+        history = model.fit(train_ds, validation_data=val_ds, **fit_schedule, callbacks=callbacks,
+                            shuffle=False,  # tf.data reshuffles every epoch with the seed
+                            verbose="auto" if sys.stdout.isatty() else 2)  # one line per epoch in logs
+        seconds_now = time.perf_counter() - start
 
-    losses = history.history.get("loss", [])
-    if not losses or not all(np.isfinite(losses)):
-        raise UserError(f"training diverged: loss became NaN/inf in epoch {counter.last_epoch + 1} with lr={cfg.lr}; "
-                        f"last good weights kept in {best_weights}; try a smaller lr")
+        losses = history.history.get("loss", [])
+        if not losses or not all(np.isfinite(losses)):
+            raise UserError(f"training diverged: loss became NaN/inf in epoch {counter.last_epoch + 1} with "
+                            f"lr={cfg.trainer.lr}; last good weights kept in {best_weights}; try a smaller lr")
+        rows = read_history(history_csv)
+        epochs_run = (max(int(r["epoch"]) for r in rows) + 1 if rows else counter.last_epoch) / rounds
+        epochs_run = int(epochs_run) if float(epochs_run).is_integer() else round(epochs_run, 3)
+        trained_now = len(losses) / rounds  # passes over the training data in this process
+        record.finish_stage(
+            "trained", epochs_run=epochs_run, best_val_accuracy=_best(rows, "val_accuracy"),
+            train_seconds=round(counter.elapsed_offset + seconds_now, 3),
+            train_examples_per_second=round(len(data.train_texts) * trained_now / max(seconds_now, 1e-9), 1))
     if best_weights.exists():
         model.load_weights(best_weights)  # test the epoch that was best on validation
 
-    test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
-    rows = read_history(history_csv)
-    epochs_run = (max(int(r["epoch"]) for r in rows) + 1 if rows else counter.last_epoch) / rounds
-    epochs_run = int(epochs_run) if float(epochs_run).is_integer() else round(epochs_run, 3)
-    trained_now = len(losses) / rounds  # passes over the training data in this process
+    if not record.done("tested"):
+        test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
+        record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
+    if not record.done("saved"):
+        save_model_atomic(model, run_dir / "model.keras")
+        record.finish_stage("saved")
+    if not record.done("exported"):
+        export_inference_model(model, vectorizer, seq_len, run_dir / "export")
+        record.finish_stage("exported")
+
+    results = record.results
     metrics = {
-        "test_accuracy": float(test_accuracy),
-        "test_loss": float(test_loss),
-        "best_val_accuracy": _best(rows, "val_accuracy"),
-        "epochs_run": epochs_run,
-        "train_seconds": round(train_seconds, 3),
-        "train_examples_per_second": round(len(data.train_texts) * trained_now / max(train_seconds, 1e-9), 1),
+        "test_accuracy": results["test_accuracy"],
+        "test_loss": results["test_loss"],
+        "best_val_accuracy": results["best_val_accuracy"],
+        "epochs_run": results["epochs_run"],
+        "train_seconds": results["train_seconds"],
+        "train_examples_per_second": results["train_examples_per_second"],
         "params": int(model.count_params()),
         "dataset": data.name,
         "num_classes": data.num_classes,
@@ -164,17 +218,69 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         "test_examples": len(data.test_texts),
         "hparams": hparams_of(cfg),
     }
-
-    model.save(run_dir / "model.keras")
-    export_inference_model(model, vectorizer, seq_len, run_dir / "export")
     if cfg.logger.tensorboard and cfg.logger.hparams:
         log_hparams(run_dir / "tensorboard", metrics["hparams"], metrics, trial_id=str(run_dir))
-    write_json_atomic(run_dir / "metrics.json", metrics)  # last: marks the run as finished
+    write_json_atomic(run_dir / "metrics.json", metrics)  # marks the run as finished
+    record.finish_stage("finished")
 
     print(f"run dir: {run_dir}")
     print(f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
-          f"{epochs_run} epochs, {train_seconds:.1f}s)")
+          f"{metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f}s)")
     return metrics
+
+
+def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
+    """``.hydra/config.yaml`` (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra).
+
+    Hydra is told not to write these itself (``hydra.output_subdir: null``), because it would do so before
+    the run directory's identity is checked: a refused re-run must leave the old run's record untouched.
+    """
+    from mha_project.io import write_text_atomic
+
+    hydra_dir = run_dir / ".hydra"
+    write_text_atomic(hydra_dir / "config.yaml", OmegaConf.to_yaml(cfg))
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        hydra_cfg = HydraConfig.get()
+        write_text_atomic(hydra_dir / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra_cfg}))
+        write_text_atomic(hydra_dir / "overrides.yaml", OmegaConf.to_yaml(list(hydra_cfg.overrides.task)))
+
+
+def save_model_atomic(model, path: Path) -> None:
+    """``model.save`` to a temporary name, then rename: a kill mid-save never leaves a broken model.keras."""
+    tmp = path.with_name(f".tmp-{path.name}")  # Keras needs the .keras suffix
+    model.save(tmp)
+    tmp.replace(path)
+
+
+def backed_up_epochs(backup_dir: Path) -> int:
+    """Epochs completed according to BackupAndRestore's metadata (0 when there is no backup)."""
+    try:
+        return int(json.loads((Path(backup_dir) / "training_metadata.json").read_text())["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def trim_history(path: Path, keep_below: int) -> list[dict]:
+    """Keep history.csv's header and its rows with epoch < ``keep_below``; return the kept rows.
+
+    Rewritten in place (not renamed) because CSVLogger appends to the same file afterwards.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        fields = reader.fieldnames or []
+        all_rows = [r for r in reader if r.get("epoch", "").strip().isdigit()]
+    rows = [r for r in all_rows if int(r["epoch"]) < keep_below]
+    if len(rows) != len(all_rows):
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows
 
 
 def run_from_cli(cfg: DictConfig):
@@ -242,7 +348,13 @@ def export_inference_model(model, vectorizer, seq_len: int, path: Path) -> None:
                                                  vocabulary=vectorizer.get_vocabulary()[2:], name="text_to_ids")
     text = keras.Input(shape=(), dtype="string", name="text")
     end_to_end = keras.Model(text, model(text_to_ids(text)), name="text_classifier")
-    end_to_end.export(str(path), verbose=False)
+    import shutil
+
+    tmp = path.with_name(f".tmp-{path.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    end_to_end.export(str(tmp), verbose=False)
+    shutil.rmtree(path, ignore_errors=True)  # a complete export replaces an older one
+    tmp.rename(path)
 
 
 def _hydra_run_dir() -> Path:

@@ -48,12 +48,23 @@ def test_sigkill_after_first_epoch_then_resume(tmp_path):
     assert not (run_dir / "metrics.json").exists()
     assert done_before < 3
 
+    # A resume with other settings would mix two models in one record: refused, nothing touched.
+    history_before = (run_dir / "history.csv").read_bytes()
+    other = subprocess.run([*cmd, "dropout=0.5", "lr=0.05"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert other.returncode == 2 and "holds a different run (model.dropout: 0.3 -> 0.5" in other.stderr
+    assert (run_dir / "history.csv").read_bytes() == history_before
+
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["epochs_run"] == 4
     epochs = history_epochs(run_dir / "history.csv")
-    assert set(epochs) == {0, 1, 2, 3}
+    assert epochs == [0, 1, 2, 3]  # each epoch once, in order
+    with open(run_dir / "history.csv", newline="") as f:
+        elapsed = [float(r["elapsed_seconds"]) for r in csv.DictReader(f)]
+    assert elapsed == sorted(elapsed)  # training time keeps counting across the restart
+    assert metrics["train_seconds"] >= elapsed[-1]
     # At most one epoch of work is repeated: the resumed run starts at most one epoch back.
     resumed_epochs = [line for line in result.stdout.splitlines() if line.startswith("Epoch ")]
     assert len(resumed_epochs) <= 4 - done_before, resumed_epochs

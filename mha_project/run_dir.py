@@ -1,0 +1,179 @@
+"""A run directory is a record of one model: its identity, its lock, and how far it got.
+
+``run.json`` holds the run's identity, a fingerprint of the resolved configuration that decides the
+result (data, model, trainer, seed, determinism; not what is logged or where), and the last finished
+stage. :func:`open_run_dir` checks it before anything in the directory is written:
+
+* a new or empty directory: the run starts;
+* the same fingerprint: the run resumes after its last finished stage (``train`` resumes inside the
+  epoch loop through ``BackupAndRestore``; later stages are not repeated), or, when every stage is
+  done, reports "already finished" and rewrites nothing;
+* another fingerprint: refused with one line naming the first keys that differ, unless the command
+  says ``overwrite=true`` (the old run's files are then removed first);
+* another live process on the same directory: refused (an ``flock`` on ``.lock``; the kernel drops it
+  when a process dies, so a killed run never leaves a stale lock).
+
+Written here because neither Keras nor Hydra has the notion: ``BackupAndRestore`` resumes whatever
+model it is given, and Hydra re-uses a run directory without looking inside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from mha_project.errors import UserError
+from mha_project.io import write_json_atomic
+
+IDENTITY_FILE = "run.json"
+LOCK_FILE = ".lock"
+# The parts of the composed config that decide what model the directory ends up holding.
+IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
+# Stages in order; run.json's "stage" is the last one finished.
+STAGES = ("started", "trained", "tested", "saved", "exported", "finished")
+# Files a run writes; a directory holding any of them but no run.json is a run from an older version.
+RUN_FILES = ("metrics.json", "model.keras", "history.csv", "vocab.txt", "backup", "checkpoints", "export",
+             "tensorboard", ".hydra", IDENTITY_FILE)
+
+
+def identity(cfg: DictConfig) -> dict:
+    """The resolved config values that decide the result, as plain data."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    return {k: resolved.get(k) for k in IDENTITY_KEYS}
+
+
+def fingerprint(ident: dict) -> str:
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def differences(old: dict, new: dict, limit: int = 3) -> list[str]:
+    """``key: old -> new`` for the first ``limit`` dotted keys whose values differ."""
+    a, b = _flatten(old), _flatten(new)
+    keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<absent>") != b.get(k, "<absent>")]
+    return [f"{k}: {_show(a.get(k, '<absent>'))} -> {_show(b.get(k, '<absent>'))}" for k in keys[:limit]] + (
+        [f"... {len(keys) - limit} more"] if len(keys) > limit else [])
+
+
+@dataclass
+class RunRecord:
+    """The open run directory: its path, identity, stage and the results saved by finished stages."""
+
+    path: Path
+    fingerprint: str
+    config: dict
+    stage: str = "started"
+    results: dict = field(default_factory=dict)
+    _lock_fd: int | None = None
+
+    def done(self, stage: str) -> bool:
+        return STAGES.index(self.stage) >= STAGES.index(stage)
+
+    def finish_stage(self, stage: str, **results) -> None:
+        """Record ``stage`` (and any results it produced) as finished, atomically."""
+        self.stage = stage
+        self.results.update(results)
+        write_json_atomic(self.path / IDENTITY_FILE, {"fingerprint": self.fingerprint, "stage": self.stage,
+                                                      "results": self.results, "config": self.config})
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+
+def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
+    """Lock ``path`` and check its identity against ``cfg``; raise UserError before writing anything else."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    fd = _lock(path)
+    try:
+        ident = identity(cfg)
+        fp = fingerprint(ident)
+        stored = _read_identity(path)
+        if stored is None and _has_run_files(path):
+            if not overwrite:
+                raise UserError(f"{path} holds a run without {IDENTITY_FILE} (written by an older mha-project "
+                                "or by hand), so it cannot be resumed safely; use a new hydra.run.dir, or add "
+                                "overwrite=true to replace it")
+        if stored is not None and (stored.get("fingerprint") != fp or overwrite):
+            if not overwrite:
+                diff = "; ".join(differences(stored.get("config") or {}, ident))
+                raise UserError(f"{path} holds a different run ({diff}); use a new hydra.run.dir, or add "
+                                "overwrite=true to replace it")
+            stored = None
+        if stored is None:
+            if overwrite:
+                _clear(path)
+            record = RunRecord(path, fp, ident, _lock_fd=fd)
+            record.finish_stage("started")
+            return record
+        return RunRecord(path, fp, ident, stage=stored.get("stage", "started"),
+                         results=stored.get("results") or {}, _lock_fd=fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _lock(path: Path) -> int:
+    import fcntl
+
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise UserError(f"{path} is in use by another training process (pid {holder}); wait for it to "
+                        "finish, or use a new hydra.run.dir") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def _read_identity(path: Path) -> dict | None:
+    file = path / IDENTITY_FILE
+    if not file.exists():
+        return None
+    try:
+        stored = json.loads(file.read_text())
+        if not isinstance(stored, dict) or "fingerprint" not in stored:
+            raise ValueError("no fingerprint")
+        return stored
+    except (ValueError, OSError) as err:
+        raise UserError(f"{file} is unreadable ({err}); use a new hydra.run.dir, or add overwrite=true "
+                        "to replace the run") from None
+
+
+def _has_run_files(path: Path) -> bool:
+    return any((path / name).exists() for name in RUN_FILES)
+
+
+def _clear(path: Path) -> None:
+    """Remove a replaced run's files (never the lock we hold, nor the Hydra log of this process)."""
+    for name in RUN_FILES + ("head_importance", "head_patterns", "inspect", "failure.json"):
+        target = path / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+
+
+def _flatten(d, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _show(v) -> str:
+    return "null" if v is None else str(v)

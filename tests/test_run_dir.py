@@ -1,0 +1,194 @@
+"""A run directory holds one model: identity checks, the lock, honest resume (mha_project/run_dir.py)."""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT, TINY, train_tiny
+from mha_project.errors import UserError
+from mha_project.run_dir import differences, open_run_dir
+from mha_project.train import trim_history
+
+FAST = [*TINY, "logger.attention.every_n_epochs=0"]
+RECORD = ("metrics.json", "model.keras", "vocab.txt", "history.csv", "run.json", ".hydra/config.yaml",
+          ".hydra/overrides.yaml", "checkpoints/best.weights.h5")
+
+
+def cfg(**changes):
+    base = {"data": {"name": "fine_foods", "vocab_size": 400}, "model": {"num_heads": 2, "dropout": 0.1},
+            "trainer": {"lr": 0.002}, "seed": 1, "deterministic": False, "logger": {"tensorboard": True}}
+    c = OmegaConf.create(base)
+    for key, value in changes.items():
+        OmegaConf.update(c, key, value)
+    return c
+
+
+def snapshot(run_dir: Path) -> dict:
+    return {name: (run_dir / name).read_bytes() for name in RECORD if (run_dir / name).exists()}
+
+
+# ---- fast: the mechanism in-process ---------------------------------------------------------------
+
+def test_same_identity_reopens_and_other_identity_is_refused_naming_the_key(tmp_path):
+    record = open_run_dir(tmp_path, cfg())
+    record.finish_stage("trained", epochs_run=1)
+    record.close()
+    again = open_run_dir(tmp_path, cfg(**{"logger.tensorboard": False}))  # logging is not identity
+    assert again.stage == "trained" and again.results["epochs_run"] == 1
+    again.close()
+    with pytest.raises(UserError, match=r"holds a different run \(trainer.lr: 0.002 -> 0.05\)"):
+        open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}))
+    assert json.loads((tmp_path / "run.json").read_text())["stage"] == "trained"  # untouched
+
+
+def test_overwrite_starts_a_new_record(tmp_path):
+    record = open_run_dir(tmp_path, cfg())
+    record.finish_stage("finished")
+    record.close()
+    (tmp_path / "metrics.json").write_text("{}")
+    record = open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}), overwrite=True)
+    assert record.stage == "started" and not (tmp_path / "metrics.json").exists()
+    record.close()
+
+
+def test_second_open_while_locked_is_refused(tmp_path):
+    first = open_run_dir(tmp_path, cfg())
+    try:
+        with pytest.raises(UserError, match=rf"in use by another training process \(pid {os.getpid()}\)"):
+            open_run_dir(tmp_path, cfg())
+    finally:
+        first.close()
+    open_run_dir(tmp_path, cfg()).close()  # released: no stale lock
+
+
+def test_directory_from_an_older_version_is_refused(tmp_path):
+    (tmp_path / "metrics.json").write_text("{}")
+    with pytest.raises(UserError, match="without run.json"):
+        open_run_dir(tmp_path, cfg())
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_garbage_run_json_is_a_one_line_error(tmp_path):
+    (tmp_path / "run.json").write_text("not json")
+    with pytest.raises(UserError, match="run.json is unreadable"):
+        open_run_dir(tmp_path, cfg())
+
+
+def test_differences_lists_first_keys_and_counts_the_rest():
+    old = {"model": {"a": 1, "b": 2, "c": 3, "d": 4}}
+    new = {"model": {"a": 9, "b": 8, "c": 7, "d": 6}}
+    assert differences(old, new) == ["model.a: 1 -> 9", "model.b: 2 -> 8", "model.c: 3 -> 7", "... 1 more"]
+
+
+def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,accuracy\n0,0.5\n1,0.6\n2,0.7\n")
+    rows = trim_history(path, 2)
+    assert [r["epoch"] for r in rows] == ["0", "1"]
+    assert path.read_text().splitlines() == ["epoch,accuracy", "0,0.5", "1,0.6"]
+
+
+# ---- slow: through the real CLI -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+def copy_of(run_dir: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "run"
+    shutil.copytree(run_dir, target)
+    return target
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides,named", [
+    (["lr=1e-12"], "trainer.lr: 0.002 -> 1e-12"),
+    (["heads=4", "data.vocab_size=300"], "data.vocab_size: 400 -> 300"),
+    (["model.activation=relux"], "model.activation=relux is invalid"),
+])
+def test_rerun_with_other_settings_is_refused_and_changes_nothing(finished_run, tmp_path, overrides, named):
+    run_dir = copy_of(finished_run, tmp_path)
+    before = snapshot(run_dir)
+    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2", *overrides)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert named in result.stderr and "Traceback" not in result.stderr
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.slow
+def test_same_command_again_reports_finished_and_rewrites_nothing(finished_run, tmp_path):
+    run_dir = copy_of(finished_run, tmp_path)
+    before = snapshot(run_dir)
+    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
+    assert result.returncode == 0
+    assert "already finished" in result.stdout and "Epoch" not in result.stdout
+    recorded = json.loads((run_dir / "metrics.json").read_text())["test_accuracy"]
+    assert f"test accuracy: {recorded:.4f}" in result.stdout
+    assert snapshot(run_dir) == before
+
+
+@pytest.mark.slow
+def test_kill_after_save_resumes_without_training_again(finished_run, tmp_path):
+    run_dir = copy_of(finished_run, tmp_path)
+    # The state a kill during export leaves: model saved, export and metrics not yet written.
+    state = json.loads((run_dir / "run.json").read_text())
+    state["stage"] = "saved"
+    (run_dir / "run.json").write_text(json.dumps(state))
+    shutil.rmtree(run_dir / "export")
+    (run_dir / "metrics.json").unlink()
+    history = (run_dir / "history.csv").read_bytes()
+    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resuming" in result.stdout and "after stage 'saved'" in result.stdout
+    assert "Epoch " not in result.stdout                        # no epoch trained again
+    assert (run_dir / "history.csv").read_bytes() == history    # no duplicated rows
+    assert (run_dir / "export" / "saved_model.pb").exists()
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["test_accuracy"] == state["results"]["test_accuracy"]
+
+
+@pytest.mark.slow
+def test_overwrite_true_replaces_the_run(finished_run, tmp_path):
+    run_dir = copy_of(finished_run, tmp_path)
+    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=1", "overwrite=true")
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["epochs_run"] == 1
+    with open(run_dir / "history.csv", newline="") as f:
+        assert [r["epoch"] for r in csv.DictReader(f)] == ["0"]
+    assert "epochs: 1" in (run_dir / ".hydra" / "config.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_two_processes_on_one_run_dir(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [sys.executable, str(ROOT / "scripts" / "train.py"), *FAST, "epochs=3", "data.limit=600",
+            f"hydra.run.dir={run_dir}"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    first = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not (run_dir / "run.json").exists() and time.time() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        second = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert f"in use by another training process (pid {first.pid})" in second.stderr
+        assert first.wait(timeout=300) == 0
+    finally:
+        if first.poll() is None:
+            first.send_signal(signal.SIGKILL)
+    with open(run_dir / "history.csv") as f:
+        assert sum(line.startswith("epoch,") for line in f) == 1  # one writer, one header
