@@ -7,7 +7,9 @@
 
 TensorBoard tags (documented in the README):
 ``attention/layer_{l}`` (image), ``attention_scores/layer_{l}`` (histogram),
-``attention_entropy/layer_{l}/head_{h}`` (scalar), ``attention_probe/{k}`` (text),
+``attention_entropy/layer_{l}/head_{h}`` (scalar, nats),
+``attention_normalized_entropy/layer_{l}/head_{h}`` (scalar, entropy / log n: 1 = uniform),
+``attention_probe/{k}`` (text),
 ``hparams/<metric>`` (scalars next to the HParams record).
 """
 
@@ -20,6 +22,7 @@ import numpy as np
 
 from mha_project.attention import attention_entropy, scores_for_texts
 from mha_project.data import encode, pad_batch
+from mha_project.head_patterns import normalized_entropy
 from mha_project.plots import attention_grid, figure_to_png
 
 # The metrics every run reports to the HParams plugin (scalars named hparams/<metric>).
@@ -46,6 +49,9 @@ def write_attention_summaries(writer, model, vectorizer, texts, seq_len: int, st
             tf.summary.histogram(f"{prefix}attention_scores/layer_{l}", real_scores)
             for h, entropy in enumerate(attention_entropy(layer_scores, real)):
                 tf.summary.scalar(f"{prefix}attention_entropy/layer_{l}/head_{h}", float(entropy))
+            # entropy / log(n): 1.0 = uniform whatever the text length, so runs and datasets compare.
+            for h, entropy in enumerate(normalized_entropy(layer_scores, real)):
+                tf.summary.scalar(f"{prefix}attention_normalized_entropy/layer_{l}/head_{h}", float(entropy))
         for k, text in enumerate(texts):
             predicted = int(np.argmax(probs[k]))
             name = (lambda i: class_names[i] if class_names else str(i))
@@ -108,15 +114,17 @@ def log_hparams(log_dir, hparams: dict, metrics: dict, trial_id: str) -> None:
 
 
 class EpochCounter(keras.callbacks.Callback):
-    """Remembers the last completed epoch and adds ``elapsed_seconds`` (since fit began) to the epoch
-    logs, so history.csv tells when a validation accuracy was first reached. With several validation
-    rounds per epoch it also adds ``data_epochs``, the passes over the training data so far."""
+    """Remembers the last completed epoch and adds ``elapsed_seconds`` (training time since the run
+    began, across resumes: ``elapsed_offset`` is what earlier processes trained) to the epoch logs, so
+    history.csv tells when a validation accuracy was first reached. With several validation rounds per
+    epoch it also adds ``data_epochs``, the passes over the training data so far."""
 
-    def __init__(self, rounds_per_epoch: int = 1):
+    def __init__(self, rounds_per_epoch: int = 1, elapsed_offset: float = 0.0):
         super().__init__()
         self.last_epoch = 0
         self.start = None
         self.rounds_per_epoch = rounds_per_epoch
+        self.elapsed_offset = elapsed_offset
 
     def on_train_begin(self, logs=None):
         import time
@@ -128,7 +136,7 @@ class EpochCounter(keras.callbacks.Callback):
 
         self.last_epoch = epoch + 1
         if logs is not None and self.start is not None:
-            logs["elapsed_seconds"] = round(time.perf_counter() - self.start, 2)
+            logs["elapsed_seconds"] = round(self.elapsed_offset + time.perf_counter() - self.start, 2)
             if self.rounds_per_epoch > 1:  # Keras "epochs" are validation rounds: say how much data was seen
                 logs["data_epochs"] = round((epoch + 1) / self.rounds_per_epoch, 3)
 
@@ -165,8 +173,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     backup is discarded and training starts again: at most that one epoch is lost.
     """
 
-    def __init__(self, backup_dir):
+    def __init__(self, backup_dir, history_csv=None):
         super().__init__(str(backup_dir), save_freq="epoch", double_checkpoint=True)
+        self.history_csv = history_csv
 
     def on_train_begin(self, logs=None):
         try:
@@ -177,3 +186,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             print(f"notice: backup in {self.backup_dir} was cut off mid-write ({type(err).__name__}); "
                   "starting this run's training again", flush=True)
             shutil.rmtree(self.backup_dir, ignore_errors=True)
+            if self.history_csv is not None:  # its rows describe the epochs that are now trained again
+                from mha_project.train import trim_history
+
+                trim_history(self.history_csv, 0)

@@ -19,6 +19,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
+INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
 
 
 from mha_project.errors import ConfigError  # noqa: E402  (re-exported)
@@ -54,6 +55,7 @@ class ModelConfig:
     use_bias: bool = True
     norm_first: bool = False
     pooling: str = "mean"  # mean | mean_max | cls
+    embedding_norm: str = MISSING  # layer_norm | sqrt_dim | none (configs/model/encoder.yaml)
 
 
 @dataclass
@@ -106,6 +108,7 @@ class TrainConfig:
     lr: float = MISSING
     seed: int = 42
     deterministic: bool = False
+    overwrite: bool = MISSING
     optimized_metric: Optional[str] = "best_val_accuracy"
     # Free-form room for experiment configs (notes, tags); never read by the code.
     tags: Any = None
@@ -143,6 +146,8 @@ _CHECKS = [
     ("trainer.precision", "trainer.precision", lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS)),
     ("trainer.distribution", "trainer.distribution", lambda v: v in DISTRIBUTIONS,
      "one of " + ", ".join(DISTRIBUTIONS)),
+    ("model.embedding_norm", "model.embedding_norm", lambda v: v in INPUT_SCALES,
+     "one of " + ", ".join(INPUT_SCALES)),
     ("model.pooling", "model.pooling", lambda v: v in ("mean", "mean_max", "cls"),
      "one of mean, mean_max, cls"),
     ("trainer.cpu_devices", "trainer.cpu_devices", lambda v: v is None or _positive_int(v),

@@ -9,6 +9,8 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
+from mha_project.config import INPUT_SCALES  # how the embedding scales the first attention's input
+
 PACKAGE = "mha_project"
 
 
@@ -25,6 +27,13 @@ class TokenAndPositionEmbedding(layers.Layer):
         embed_dim: width of the embeddings (the model's ``d_model``).
         cls_token: prepend a learned ``[CLS]`` vector (position 0) that the classifier reads; the
             output is then one position longer than the input.
+        input_scale: how the summed token + position embeddings are scaled before the first
+            attention layer. ``"layer_norm"`` (BERT, keras-hub's BERT backbone): a LayerNormalization,
+            so queries and keys start at unit scale and the first attention's logits can move;
+            ``"sqrt_dim"`` (the original Transformer): multiply the token embedding by sqrt(embed_dim);
+            ``"none"``: raw embeddings (Keras's initialiser gives +-0.05, so the first attention layer
+            starts, and in our measurements stays, uniform). Models saved before this option existed
+            load as ``"none"``.
 
     Example:
     >>> emb = TokenAndPositionEmbedding(vocab_size=100, max_len=16, embed_dim=8)
@@ -32,14 +41,22 @@ class TokenAndPositionEmbedding(layers.Layer):
     TensorShape([1, 4, 8])
     """
 
-    def __init__(self, vocab_size: int, max_len: int, embed_dim: int, cls_token: bool = False, **kwargs):
+    def __init__(self, vocab_size: int, max_len: int, embed_dim: int, cls_token: bool = False,
+                 input_scale: str = "none", layer_norm_epsilon: float = 1e-6, **kwargs):
         super().__init__(**kwargs)
+        if input_scale not in INPUT_SCALES:
+            raise ValueError(f"input_scale={input_scale!r} is invalid: must be one of {', '.join(INPUT_SCALES)}")
         self.vocab_size = vocab_size
         self.max_len = max_len
         self.embed_dim = embed_dim
         self.cls_token = cls_token
+        self.input_scale = input_scale
+        self.layer_norm_epsilon = layer_norm_epsilon
         self.token_embedding = layers.Embedding(vocab_size, embed_dim, name="token_embedding")
         self.position_embedding = layers.Embedding(max_len + int(cls_token), embed_dim, name="position_embedding")
+        self.norm = None
+        if input_scale == "layer_norm":
+            self.norm = layers.LayerNormalization(epsilon=layer_norm_epsilon, name="embedding_norm")
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -48,16 +65,23 @@ class TokenAndPositionEmbedding(layers.Layer):
         if self.cls_token:
             self.cls_embedding = self.add_weight(shape=(self.embed_dim,), initializer="random_normal",
                                                  name="cls_embedding")
+        if self.norm is not None:
+            self.norm.build((None, None, self.embed_dim))
         self.built = True
 
     def call(self, token_ids):
         x = self.token_embedding(token_ids)
+        if self.input_scale == "sqrt_dim":
+            x = x * ops.cast(ops.sqrt(float(self.embed_dim)), x.dtype)
         if self.cls_token:
             cls = ops.broadcast_to(ops.cast(self.cls_embedding, x.dtype), (ops.shape(x)[0], 1, self.embed_dim))
             x = ops.concatenate([cls, x], axis=1)
         # Inputs may be shorter than max_len (dynamic padding); never longer.
         positions = ops.arange(ops.shape(x)[1])
-        return x + ops.cast(self.position_embedding(positions), x.dtype)[None, :, :]
+        x = x + ops.cast(self.position_embedding(positions), x.dtype)[None, :, :]
+        if self.norm is not None:
+            x = self.norm(x)
+        return x
 
     def compute_mask(self, token_ids, mask=None):
         real = ops.not_equal(token_ids, 0)
@@ -72,7 +96,8 @@ class TokenAndPositionEmbedding(layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, max_len=self.max_len, embed_dim=self.embed_dim,
-                      cls_token=self.cls_token)
+                      cls_token=self.cls_token, input_scale=self.input_scale,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
         return config
 
 

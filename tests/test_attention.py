@@ -103,6 +103,7 @@ def test_tensorboard_records_attention_and_hparams(tiny_run: Path):
     assert tags["attention_scores/layer_0"] == "histograms"
     assert tags["attention_entropy/layer_0/head_0"] == "scalars"
     assert tags["attention_entropy/layer_0/head_1"] == "scalars"
+    assert tags["attention_normalized_entropy/layer_0/head_1"] == "scalars"
     assert tags["attention_probe/0"] == "text"
     assert tags["_hparams_/session_start_info"] == "hparams"
     assert tags["hparams/test_accuracy"] == "scalars"

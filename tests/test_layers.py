@@ -115,3 +115,32 @@ def test_classifier_head_any_number_of_classes():
     probs = model.predict(IDS, verbose=0)
     assert probs.shape == (3, 5)
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("input_scale", ["layer_norm", "sqrt_dim", "none"])
+def test_input_scale_round_trips_and_sets_the_first_attentions_input_scale(tmp_path, input_scale):
+    keras.utils.set_random_seed(5)
+    model = build_classifier(model_cfg(embedding_norm=input_scale, embed_dim=32), vocab_size=50, num_classes=2)
+    ids = np.random.default_rng(0).integers(1, 50, size=(8, 12)).astype("int32")
+    x = np.asarray(model.get_layer("embedding")(ids))
+    rms = float(np.sqrt(np.mean(x ** 2)))
+    # What the first attention layer sees: unit scale with LayerNorm, ~0.03 * sqrt(32) with sqrt_dim,
+    # Keras's +-0.05 uniform initialiser (rms ~0.04) without either.
+    expected = {"layer_norm": (0.9, 1.1), "sqrt_dim": (0.1, 0.3), "none": (0.02, 0.08)}[input_scale]
+    assert expected[0] < rms < expected[1]
+    model.save(tmp_path / "m.keras")
+    reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
+    assert reloaded.get_layer("embedding").input_scale == input_scale
+    np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0), atol=1e-6)
+
+
+def test_embedding_config_from_before_input_scale_loads_as_none():
+    config = TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4).get_config()
+    for key in ("input_scale", "layer_norm_epsilon"):
+        config.pop(key)  # a model saved before the option existed
+    assert TokenAndPositionEmbedding.from_config(config).input_scale == "none"
+
+
+def test_unknown_input_scale_is_a_one_line_error():
+    with pytest.raises(ValueError, match="input_scale='bogus' is invalid: must be one of layer_norm, sqrt_dim, none"):
+        TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, input_scale="bogus")

@@ -1,0 +1,45 @@
+"""Name what each attention head does: entropy and positional attention mass per layer x head.
+
+    python scripts/head_patterns.py outputs/runs/<time>
+    python scripts/head_patterns.py outputs/runs/<time> --texts 500 --json
+
+Over the first N validation texts (default 200): mean normalised entropy (1 = uniform), attention mass
+on the previous / next token, on itself, on the first token and on other copies of the same word, and
+a label per head (rules in mha_project/head_patterns.py). Writes head_patterns.{json,md,png} into
+RUN_DIR/head_patterns/ and the picture and scalars into RUN_DIR/tensorboard/head_patterns/.
+With --json, prints one JSON object {"heads": [{"layer", "head", "normalized_entropy", ...}, ...]}.
+"""
+
+import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
+
+import argparse
+import json
+
+from mha_project.cli import fail
+from mha_project.errors import UserError
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", help="a run directory written by scripts/train.py")
+    parser.add_argument("--texts", type=int, default=200, help="validation texts to average over (default 200)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--out", help="folder for the table and picture (default RUN_DIR/head_patterns)")
+    args = parser.parse_args()
+    try:
+        from mha_project.head_patterns import format_table, run_head_patterns
+
+        result = run_head_patterns(args.run_dir, args.texts, args.out)
+    except UserError as err:
+        fail(str(err))
+    if args.json:
+        print(json.dumps({k: result[k] for k in ("run_dir", "split", "texts", "thresholds", "heads")}))
+        return
+    print(f"{result['texts']} validation texts; chance level of a single position: "
+          f"{result['heads'][0]['uniform_mass']:.3f} (mean 1/n)")
+    print(format_table(result["heads"]))
+    print(f"wrote {result['out_dir']}/head_patterns.png, .md, .json")
+
+
+if __name__ == "__main__":
+    main()
