@@ -29,10 +29,14 @@ def mha_weights(layer) -> dict[str, np.ndarray]:
     Keras stores them per head: W^Q is (d_model, heads, d_k), W^O is (heads, d_v, d_model).
     """
     weights = {}
-    for role, dense in (("q", layer.query_dense), ("k", layer.key_dense), ("v", layer.value_dense),
-                        ("o", layer.output_dense)):
+    for role, dense in (
+        ("q", layer.query_dense),
+        ("k", layer.key_dense),
+        ("v", layer.value_dense),
+        ("o", layer.output_dense),
+    ):
         weights[f"W{role}"] = np.asarray(dense.kernel.numpy(), dtype="float64")
-        weights[f"b{role}"] = (np.asarray(dense.bias.numpy(), dtype="float64") if dense.bias is not None else None)
+        weights[f"b{role}"] = np.asarray(dense.bias.numpy(), dtype="float64") if dense.bias is not None else None
     return weights
 
 
@@ -59,7 +63,7 @@ def reference_mha(layer, query, value, key=None, attention_mask=None):
     v = project(value, w["Wv"], w["bv"])
     d_k = q.shape[-1]
 
-    logits = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(d_k)       # Q K^T / sqrt(d_k), per head
+    logits = np.einsum("bthk,bshk->bhts", q, k) / np.sqrt(d_k)  # Q K^T / sqrt(d_k), per head
     if attention_mask is not None:
         mask = np.asarray(attention_mask, dtype=bool)[:, None, :, :]  # same mask for every head
         logits = np.where(mask, logits, -1e9)
@@ -67,10 +71,10 @@ def reference_mha(layer, query, value, key=None, attention_mask=None):
     if attention_mask is not None:
         scores = np.where(mask, scores, 0.0)  # a query with nothing to attend to attends to nothing
 
-    heads = np.einsum("bhts,bshv->bthv", scores, v)                     # scores . V, per head
+    heads = np.einsum("bhts,bshv->bthv", scores, v)  # scores . V, per head
     batch, t, h, d_v = heads.shape
-    concat = heads.reshape(batch, t, h * d_v)                           # concat(head_1..head_h)
-    w_o = w["Wo"].reshape(h * d_v, -1)                                  # W^O as one matrix
+    concat = heads.reshape(batch, t, h * d_v)  # concat(head_1..head_h)
+    w_o = w["Wo"].reshape(h * d_v, -1)  # W^O as one matrix
     output = concat @ w_o
     if w["bo"] is not None:
         output = output + w["bo"]
@@ -127,6 +131,6 @@ def attention_entropy(scores: np.ndarray, real_rows: np.ndarray) -> np.ndarray:
     Low entropy: the head focuses on a few tokens; log(n) would be uniform attention.
     """
     p = np.clip(scores, 1e-12, 1.0)
-    row_entropy = -(scores * np.log(p)).sum(axis=-1)           # (batch, heads, T)
-    weights = real_rows[:, None, :].astype("float64")           # (batch, 1, T)
+    row_entropy = -(scores * np.log(p)).sum(axis=-1)  # (batch, heads, T)
+    weights = real_rows[:, None, :].astype("float64")  # (batch, 1, T)
     return (row_entropy * weights).sum(axis=(0, 2)) / np.maximum(weights.sum(axis=(0, 2)), 1.0)

@@ -67,8 +67,9 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     # (a) keras.io style: padded NumPy arrays, float32, no XLA, one step per execution
     keras.mixed_precision.set_global_policy("float32")
     keras.utils.set_random_seed(cfg.seed)
-    pad = keras.layers.TextVectorization(output_mode="int", output_sequence_length=seq_len,
-                                         vocabulary=vectorizer.get_vocabulary()[2:])
+    pad = keras.layers.TextVectorization(
+        output_mode="int", output_sequence_length=seq_len, vocabulary=vectorizer.get_vocabulary()[2:]
+    )
     x = np.asarray(pad(np.asarray(data.train_texts, dtype=object)))
     model_a = build_classifier(cfg.model, vocab_size, data.num_classes)
     _compile(model_a, cfg, project=False)
@@ -81,9 +82,17 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
         # The precision policy is global in Keras: each model is built under its own, then it is reset.
         keras.mixed_precision.set_global_policy(run_cfg.trainer.precision)
         keras.utils.set_random_seed(cfg.seed)
-        ds = make_pipeline(data.train_texts, data.train_labels, vectorizer, run_cfg.data.seq_len,
-                           run_cfg.trainer.batch_size, shuffle=True, seed=cfg.seed, bucketing=run_cfg.data.bucketing,
-                           bucket_width=run_cfg.data.get("bucket_width"))
+        ds = make_pipeline(
+            data.train_texts,
+            data.train_labels,
+            vectorizer,
+            run_cfg.data.seq_len,
+            run_cfg.trainer.batch_size,
+            shuffle=True,
+            seed=cfg.seed,
+            bucketing=run_cfg.data.bucketing,
+            bucket_width=run_cfg.data.get("bucket_width"),
+        )
         model = build_classifier(run_cfg.model, vocab_size, data.num_classes)
         _compile(model, run_cfg, project=True)
         model.fit(ds, epochs=1, verbose=0)  # warm-up: tracing every bucket shape, filling the cache
@@ -106,23 +115,39 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     a = n / min(seconds_a)
     b = n / min(seconds_b)
     return {
-        "keras_io_style": {"examples_per_second": round(a, 1), "seconds_per_epoch": [round(t, 3) for t in seconds_a],
-                           "tokens_per_example": seq_len},
-        "project": {"examples_per_second": round(b, 1), "seconds_per_epoch": [round(t, 3) for t in seconds_b],
-                    "mean_real_tokens_per_example": round(float(lengths.mean()), 1)},
+        "keras_io_style": {
+            "examples_per_second": round(a, 1),
+            "seconds_per_epoch": [round(t, 3) for t in seconds_a],
+            "tokens_per_example": seq_len,
+        },
+        "project": {
+            "examples_per_second": round(b, 1),
+            "seconds_per_epoch": [round(t, 3) for t in seconds_b],
+            "mean_real_tokens_per_example": round(float(lengths.mean()), 1),
+        },
         "ratio": round(b / a, 3),
         "ratio_per_round": [round(ta / tb, 3) for ta, tb in zip(seconds_a, seconds_b)],
-        "variants": {name: {"examples_per_second": round(n / min(times), 1),
-                            "seconds_per_epoch": [round(t, 3) for t in times],
-                            "ratio_to_project": round(min(seconds_b) / min(times), 3),
-                            "ratio_to_project_per_round": [round(tb / tc, 3) for tb, tc in zip(seconds_b, times)]}
-                     for name, times in seconds_c.items()},
+        "variants": {
+            name: {
+                "examples_per_second": round(n / min(times), 1),
+                "seconds_per_epoch": [round(t, 3) for t in times],
+                "ratio_to_project": round(min(seconds_b) / min(times), 3),
+                "ratio_to_project_per_round": [round(tb / tc, 3) for tb, tc in zip(seconds_b, times)],
+            }
+            for name, times in seconds_c.items()
+        },
         "peak_rss_mb": {"after_keras_io_style": round(rss_a, 1), "after_project": round(rss_b, 1)},
         "train_examples": n,
         "timed_epochs": timed_epochs,
-        "config": {"dataset": data.name, "seq_len": seq_len, "batch_size": batch_size,
-                   "model": OmegaConf.to_container(cfg.model, resolve=True),
-                   "trainer": {k: OmegaConf.select(cfg, f"trainer.{k}")
-                               for k in ("jit_compile", "steps_per_execution", "precision")},
-                   "bucketing": bool(cfg.data.bucketing), "bucket_width": cfg.data.get("bucket_width")},
+        "config": {
+            "dataset": data.name,
+            "seq_len": seq_len,
+            "batch_size": batch_size,
+            "model": OmegaConf.to_container(cfg.model, resolve=True),
+            "trainer": {
+                k: OmegaConf.select(cfg, f"trainer.{k}") for k in ("jit_compile", "steps_per_execution", "precision")
+            },
+            "bucketing": bool(cfg.data.bucketing),
+            "bucket_width": cfg.data.get("bucket_width"),
+        },
     }

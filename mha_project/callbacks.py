@@ -29,8 +29,19 @@ from mha_project.plots import attention_grid, figure_to_png
 HPARAM_METRICS = ("test_accuracy", "test_loss", "best_val_accuracy", "train_seconds")
 
 
-def write_attention_summaries(writer, model, vectorizer, texts, seq_len: int, step: int, *,
-                              labels=None, class_names=None, max_tokens: int = 24, prefix: str = "") -> list:
+def write_attention_summaries(
+    writer,
+    model,
+    vectorizer,
+    texts,
+    seq_len: int,
+    step: int,
+    *,
+    labels=None,
+    class_names=None,
+    max_tokens: int = 24,
+    prefix: str = "",
+) -> list:
     """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores."""
     import tensorflow as tf
 
@@ -44,8 +55,9 @@ def write_attention_summaries(writer, model, vectorizer, texts, seq_len: int, st
                 images.append(tf.io.decode_png(figure_to_png(fig), channels=3))
             # One image per probe text, one panel per head.
             tf.summary.image(f"{prefix}attention/layer_{l}", _stack(images), max_outputs=len(images))
-            real_scores = layer_scores[np.broadcast_to(real[:, None, :, None] & real[:, None, None, :],
-                                                       layer_scores.shape)]
+            real_scores = layer_scores[
+                np.broadcast_to(real[:, None, :, None] & real[:, None, None, :], layer_scores.shape)
+            ]
             tf.summary.histogram(f"{prefix}attention_scores/layer_{l}", real_scores)
             for h, entropy in enumerate(attention_entropy(layer_scores, real)):
                 tf.summary.scalar(f"{prefix}attention_entropy/layer_{l}/head_{h}", float(entropy))
@@ -54,13 +66,18 @@ def write_attention_summaries(writer, model, vectorizer, texts, seq_len: int, st
                 tf.summary.scalar(f"{prefix}attention_normalized_entropy/layer_{l}/head_{h}", float(entropy))
         for k, text in enumerate(texts):
             predicted = int(np.argmax(probs[k]))
-            name = (lambda i: class_names[i] if class_names else str(i))
-            truth = f"**true:** {name(int(labels[k]))}  \n" if labels is not None else ""
-            tf.summary.text(f"{prefix}attention_probe/{k}",
-                            f"**text:** {text}  \n{truth}**predicted:** {name(predicted)} "
-                            f"(p={probs[k][predicted]:.3f})")
+            truth = f"**true:** {_class_name(int(labels[k]), class_names)}  \n" if labels is not None else ""
+            tf.summary.text(
+                f"{prefix}attention_probe/{k}",
+                f"**text:** {text}  \n{truth}**predicted:** {_class_name(predicted, class_names)} "
+                f"(p={probs[k][predicted]:.3f})",
+            )
     writer.flush()
     return scores
+
+
+def _class_name(index: int, class_names) -> str:
+    return class_names[index] if class_names else str(index)
 
 
 def _stack(images):
@@ -74,8 +91,17 @@ def _stack(images):
 class AttentionLogger(keras.callbacks.Callback):
     """Every ``every_n_epochs`` epochs, log the attention of a fixed set of probe texts to TensorBoard."""
 
-    def __init__(self, log_dir, vectorizer, texts, seq_len: int, every_n_epochs: int = 1, labels=None,
-                 class_names=None, max_tokens: int = 24):
+    def __init__(
+        self,
+        log_dir,
+        vectorizer,
+        texts,
+        seq_len: int,
+        every_n_epochs: int = 1,
+        labels=None,
+        class_names=None,
+        max_tokens: int = 24,
+    ):
         super().__init__()
         import tensorflow as tf
 
@@ -90,9 +116,17 @@ class AttentionLogger(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if self.every_n_epochs and self.texts and (epoch + 1) % self.every_n_epochs == 0:
-            write_attention_summaries(self.writer, self.model, self.vectorizer, self.texts, self.seq_len,
-                                      epoch + 1, labels=self.labels, class_names=self.class_names,
-                                      max_tokens=self.max_tokens)
+            write_attention_summaries(
+                self.writer,
+                self.model,
+                self.vectorizer,
+                self.texts,
+                self.seq_len,
+                epoch + 1,
+                labels=self.labels,
+                class_names=self.class_names,
+                max_tokens=self.max_tokens,
+            )
 
 
 def log_hparams(log_dir, hparams: dict, metrics: dict, trial_id: str) -> None:
@@ -103,8 +137,9 @@ def log_hparams(log_dir, hparams: dict, metrics: dict, trial_id: str) -> None:
     clean = {k: ("null" if v is None else v) for k, v in hparams.items()}
     writer = tf.summary.create_file_writer(str(Path(log_dir)))
     with writer.as_default():
-        hp.hparams_config(hparams=[hp.HParam(k) for k in clean],
-                          metrics=[hp.Metric(f"hparams/{m}") for m in HPARAM_METRICS])
+        hp.hparams_config(
+            hparams=[hp.HParam(k) for k in clean], metrics=[hp.Metric(f"hparams/{m}") for m in HPARAM_METRICS]
+        )
         hp.hparams(clean, trial_id=trial_id)
         for m in HPARAM_METRICS:
             if metrics.get(m) is not None:
@@ -183,8 +218,11 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         except (OSError, ValueError) as err:
             import shutil
 
-            print(f"notice: backup in {self.backup_dir} was cut off mid-write ({type(err).__name__}); "
-                  "starting this run's training again", flush=True)
+            print(
+                f"notice: backup in {self.backup_dir} was cut off mid-write ({type(err).__name__}); "
+                "starting this run's training again",
+                flush=True,
+            )
             shutil.rmtree(self.backup_dir, ignore_errors=True)
             if self.history_csv is not None:  # its rows describe the epochs that are now trained again
                 from mha_project.train import trim_history

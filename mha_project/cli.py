@@ -1,14 +1,11 @@
-"""What the scripts share: quiet TensorFlow start-up and one-line errors instead of tracebacks."""
+"""What the scripts share: one-line errors instead of tracebacks (TensorFlow is quieted in __init__)."""
 
 from __future__ import annotations
 
-import os
 import sys
-
-# Before TensorFlow is imported anywhere: keep its C++ start-up chatter out of the user's terminal.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from typing import NoReturn
 
 
-def fail(message: str, code: int = 2) -> "NoReturn":  # noqa: F821
+def fail(message: str, code: int = 2) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)

@@ -16,27 +16,26 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from mha_project.errors import ConfigError
+
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
 
 
-from mha_project.errors import ConfigError  # noqa: E402  (re-exported)
-
-
 @dataclass
 class DataConfig:
     name: str = "fine_foods"
-    tfds_name: Optional[str] = None   # imdb_reviews / ag_news_subset
-    path: Optional[str] = None        # data=folder
-    data_dir: Optional[str] = None    # where TFDS keeps prepared data (None: ~/tensorflow_datasets)
-    download: bool = True             # TFDS may download when the data is not prepared yet
-    val_fraction: float = 0.1         # carved from train with the seed
-    limit: Optional[int] = None       # cap on examples per split (smoke runs)
+    tfds_name: Optional[str] = None  # imdb_reviews / ag_news_subset
+    path: Optional[str] = None  # data=folder
+    data_dir: Optional[str] = None  # where TFDS keeps prepared data (None: ~/tensorflow_datasets)
+    download: bool = True  # TFDS may download when the data is not prepared yet
+    val_fraction: float = 0.1  # carved from train with the seed
+    limit: Optional[int] = None  # cap on examples per split (smoke runs)
     vocab_size: int = 10000
     seq_len: int = "${seq_len}"  # type: ignore[assignment]  (interpolation, resolved to int)
-    bucketing: bool = True            # pad each batch to its own length bucket, not to seq_len
+    bucketing: bool = True  # pad each batch to its own length bucket, not to seq_len
     bucket_width: Optional[int] = 32  # buckets every 32 tokens (after 16); null: powers of two only
 
 
@@ -87,6 +86,7 @@ class LoggerConfig:
     tensorboard: bool = True
     attention: AttentionLogConfig = field(default_factory=AttentionLogConfig)
     hparams: bool = True
+    profile_batches: List[int] = field(default_factory=list)
 
 
 @dataclass
@@ -119,6 +119,10 @@ def register_configs() -> None:
 
 
 # (key in the composed config, name a user types, check, what is allowed)
+def _int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _positive_int(v):
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
@@ -132,8 +136,12 @@ _CHECKS = [
     ("model.ff_dim", "ff_dim", _positive_int, "an integer >= 1"),
     ("model.max_len", "seq_len", _positive_int, "an integer >= 1"),
     ("model.dropout", "dropout", lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
-    ("model.attention_dropout", "model.attention_dropout", lambda v: v is None or 0.0 <= v < 1.0,
-     "null or a number in [0, 1)"),
+    (
+        "model.attention_dropout",
+        "model.attention_dropout",
+        lambda v: v is None or 0.0 <= v < 1.0,
+        "null or a number in [0, 1)",
+    ),
     ("data.bucket_width", "data.bucket_width", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     ("trainer.epochs", "epochs", _positive_int, "an integer >= 1"),
     ("trainer.batch_size", "batch_size", _positive_int, "an integer >= 1"),
@@ -144,26 +152,51 @@ _CHECKS = [
     ("trainer.steps_per_execution", "trainer.steps_per_execution", _positive_int, "an integer >= 1"),
     ("trainer.validations_per_epoch", "trainer.validations_per_epoch", _positive_int, "an integer >= 1"),
     ("trainer.precision", "trainer.precision", lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS)),
-    ("trainer.distribution", "trainer.distribution", lambda v: v in DISTRIBUTIONS,
-     "one of " + ", ".join(DISTRIBUTIONS)),
-    ("model.embedding_norm", "model.embedding_norm", lambda v: v in INPUT_SCALES,
-     "one of " + ", ".join(INPUT_SCALES)),
-    ("model.pooling", "model.pooling", lambda v: v in ("mean", "mean_max", "cls"),
-     "one of mean, mean_max, cls"),
-    ("trainer.cpu_devices", "trainer.cpu_devices", lambda v: v is None or _positive_int(v),
-     "null or an integer >= 1"),
+    (
+        "trainer.distribution",
+        "trainer.distribution",
+        lambda v: v in DISTRIBUTIONS,
+        "one of " + ", ".join(DISTRIBUTIONS),
+    ),
+    ("model.embedding_norm", "model.embedding_norm", lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES)),
+    ("model.pooling", "model.pooling", lambda v: v in ("mean", "mean_max", "cls"), "one of mean, mean_max, cls"),
+    ("trainer.cpu_devices", "trainer.cpu_devices", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     ("data.name", "data", lambda v: v in DATASETS, "one of " + ", ".join(DATASETS)),
     ("data.limit", "data.limit", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     ("data.val_fraction", "data.val_fraction", lambda v: 0 < v < 1, "a number in (0, 1)"),
     ("data.vocab_size", "data.vocab_size", lambda v: isinstance(v, int) and v >= 3, "an integer >= 3"),
-    ("logger.attention.every_n_epochs", "logger.attention.every_n_epochs", lambda v: v >= 0,
-     "an integer >= 0 (0 disables)"),
+    (
+        "logger.attention.every_n_epochs",
+        "logger.attention.every_n_epochs",
+        lambda v: v >= 0,
+        "an integer >= 0 (0 disables)",
+    ),
+    (
+        "logger.profile_batches",
+        "logger.profile_batches",
+        lambda v: len(v) == 0 or (len(v) == 2 and 1 <= v[0] <= v[1]),
+        "[] or [start, stop] with 1 <= start <= stop",
+    ),
+    ("seed", "seed", lambda v: _int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]"),
+    ("data.seq_len", "data.seq_len", lambda v: _positive_int(v), "an integer >= 1"),
+    (
+        "logger.attention.num_probes",
+        "logger.attention.num_probes",
+        lambda v: _int(v) and v >= 0,
+        "an integer >= 0",
+    ),
     ("logger.attention.max_tokens", "logger.attention.max_tokens", _positive_int, "an integer >= 1"),
 ]
 
 
 def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that is out of range. Touches no file."""
+    unknown = unknown_keys(cfg, TrainConfig)
+    if unknown:
+        raise ConfigError(
+            f"{unknown[0]} is not a setting of this project (added with '+'?); "
+            "see configs/train.yaml and its groups for the settings there are"
+        )
     if OmegaConf.is_missing(cfg.data, "path") and cfg.data.name == "folder":
         raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
     for key, shown, ok, allowed in _CHECKS:
@@ -175,6 +208,11 @@ def validate_config(cfg: DictConfig) -> None:
         if not good:
             where = "" if shown == key else f" ({key})"
             raise ConfigError(f"{shown}={_fmt(value)}{where} is invalid: must be {allowed}")
+    if cfg.data.seq_len > cfg.model.max_len:
+        raise ConfigError(
+            f"data.seq_len={cfg.data.seq_len} is invalid: must be <= model.max_len={cfg.model.max_len} "
+            "(the position table's length); set seq_len=N to change both"
+        )
     if cfg.data.name == "folder":
         path = cfg.data.path
         if not path:
@@ -183,9 +221,29 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(f"data.path={path} does not exist or is not a directory")
         missing = [s for s in ("train", "test") if not os.path.isdir(os.path.join(path, s))]
         if missing:
-            raise ConfigError(f"data.path={path} has no {' or '.join(s + '/' for s in missing)} folder: "
-                              "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt")
+            raise ConfigError(
+                f"data.path={path} has no {' or '.join(s + '/' for s in missing)} folder: "
+                "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt"
+            )
         check_folder_dataset(path)
+
+
+def unknown_keys(cfg, schema, prefix: str = "") -> list[str]:
+    """Dotted keys in ``cfg`` that the dataclass ``schema`` does not declare (``+foo=1`` adds such keys)."""
+    import dataclasses
+
+    declared = {f.name: f for f in dataclasses.fields(schema)}
+    unknown = []
+    for key in cfg.keys():
+        if key == "hydra" and not prefix:
+            continue  # Hydra's own node, present when a Hydra callback validates
+        if key not in declared:
+            unknown.append(f"{prefix}{key}")
+            continue
+        default = declared[key].default_factory if declared[key].default_factory is not dataclasses.MISSING else None
+        if default is not None and dataclasses.is_dataclass(default) and isinstance(cfg[key], DictConfig):
+            unknown += unknown_keys(cfg[key], default, f"{prefix}{key}.")
+    return unknown
 
 
 def check_folder_dataset(path) -> list[str]:
@@ -201,11 +259,13 @@ def check_folder_dataset(path) -> list[str]:
     if len(common) < 2:
         raise ConfigError(
             f"data.path={path}: need at least 2 class folders present in both train/ and test/; "
-            f"train/ has [{', '.join(classes['train'])}], test/ has [{', '.join(classes['test'])}]")
+            f"train/ has [{', '.join(classes['train'])}], test/ has [{', '.join(classes['test'])}]"
+        )
     for split in ("train", "test"):
         if not any(name.endswith(".txt") for c in common for name in os.listdir(os.path.join(path, split, c))):
-            raise ConfigError(f"data.path={path}: {split}/ has no .txt files in its class folders "
-                              f"[{', '.join(common)}]")
+            raise ConfigError(
+                f"data.path={path}: {split}/ has no .txt files in its class folders [{', '.join(common)}]"
+            )
     return common
 
 

@@ -21,8 +21,10 @@ from mha_project.errors import ConfigError
 # Hosts that tensorflow_datasets downloads these datasets from; probed once, with a short timeout,
 # so an offline machine gets an answer in seconds instead of TFDS's minutes of retries.
 DOWNLOAD_HOSTS = {"imdb_reviews": "ai.stanford.edu", "ag_news_subset": "drive.google.com"}
-OFFLINE_OPTIONS = ("offline options: data=fine_foods (built in), data=folder data.path=DIR "
-                   "(DIR/train/<class>/*.txt, DIR/test/<class>/*.txt), or data.data_dir=DIR holding a prepared TFDS copy")
+OFFLINE_OPTIONS = (
+    "offline options: data=fine_foods (built in), data=folder data.path=DIR "
+    "(DIR/train/<class>/*.txt, DIR/test/<class>/*.txt), or data.data_dir=DIR holding a prepared TFDS copy"
+)
 
 
 @dataclass
@@ -62,10 +64,13 @@ def load_dataset(data_cfg, seed: int) -> TextSplits:
     def take(texts, labels, idx):
         return [texts[i] for i in idx], np.asarray(labels, dtype="int32")[idx]
 
-    return TextSplits(data_cfg.name, list(class_names),
-                      *take(train_texts, train_labels, train_idx),
-                      *take(train_texts, train_labels, val_idx),
-                      *take(test_texts, test_labels, test_idx))
+    return TextSplits(
+        data_cfg.name,
+        list(class_names),
+        *take(train_texts, train_labels, train_idx),
+        *take(train_texts, train_labels, val_idx),
+        *take(test_texts, test_labels, test_idx),
+    )
 
 
 def _load_fine_foods(data_cfg):
@@ -90,11 +95,14 @@ def _load_tfds(data_cfg):
     if not builder.is_prepared():
         where = data_cfg.data_dir or "~/tensorflow_datasets"
         if not data_cfg.download:
-            raise ConfigError(f"data={data_cfg.name}: TFDS '{name}' is not prepared in {where} and "
-                              f"data.download=false; {OFFLINE_OPTIONS}")
+            raise ConfigError(
+                f"data={data_cfg.name}: TFDS '{name}' is not prepared in {where} and "
+                f"data.download=false; {OFFLINE_OPTIONS}"
+            )
         check_download_possible(name, data_cfg.name)
-    train, test = tfds.load(name, split=["train", "test"], as_supervised=True, data_dir=data_cfg.data_dir,
-                            download=data_cfg.download)
+    train, test = tfds.load(
+        name, split=["train", "test"], as_supervised=True, data_dir=data_cfg.data_dir, download=data_cfg.download
+    )
     class_names = builder.info.features["label"].names
 
     def split(ds):
@@ -113,8 +121,10 @@ def check_download_possible(tfds_name: str, data_name: str, timeout: float = 5.0
     try:
         socket.create_connection((host, 443), timeout=timeout).close()
     except OSError as err:
-        raise ConfigError(f"data={data_name}: cannot download TFDS '{tfds_name}' (no connection to {host}: "
-                          f"{err.strerror or err}); {OFFLINE_OPTIONS}") from None
+        raise ConfigError(
+            f"data={data_name}: cannot download TFDS '{tfds_name}' (no connection to {host}: "
+            f"{err.strerror or err}); {OFFLINE_OPTIONS}"
+        ) from None
 
 
 def _load_folder(data_cfg):
@@ -127,8 +137,8 @@ def _load_folder(data_cfg):
     splits = []
     for split in ("train", "test"):
         ds = keras.utils.text_dataset_from_directory(
-            root / split, labels="inferred", class_names=class_names, batch_size=None, shuffle=False,
-            verbose=False)
+            root / split, labels="inferred", class_names=class_names, batch_size=None, shuffle=False, verbose=False
+        )
         texts, labels = [], []
         for text, label in ds.as_numpy_iterator():
             texts.append(text.decode("utf-8", errors="replace"))
@@ -141,6 +151,7 @@ def _load_folder(data_cfg):
 # Tokenisation and the tf.data pipeline
 # ----------------------------------------------------------------------------------------------
 
+
 def make_vectorizer(train_texts, vocab_size: int, vocabulary=None):
     """TextVectorization adapted on the training texts only (or given a saved vocabulary).
 
@@ -148,8 +159,9 @@ def make_vectorizer(train_texts, vocab_size: int, vocabulary=None):
     """
     import keras
 
-    vectorizer = keras.layers.TextVectorization(max_tokens=vocab_size, output_mode="int", ragged=True,
-                                                vocabulary=vocabulary)
+    vectorizer = keras.layers.TextVectorization(
+        max_tokens=vocab_size, output_mode="int", ragged=True, vocabulary=vocabulary
+    )
     if vocabulary is None:
         import tensorflow as tf
 
@@ -202,8 +214,19 @@ def bucket_boundaries(seq_len: int, width: int | None = None) -> list[int]:
     return bounds + [seq_len]
 
 
-def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, *, shuffle: bool, seed: int,
-                  bucketing: bool = True, bucket_width: int | None = None, cache: bool = True):
+def make_pipeline(
+    texts,
+    labels,
+    vectorizer,
+    seq_len: int,
+    batch_size: int,
+    *,
+    shuffle: bool,
+    seed: int,
+    bucketing: bool = True,
+    bucket_width: int | None = None,
+    cache: bool = True,
+):
     """tf.data: tokenise -> truncate -> cache -> (reshuffle every epoch) -> bucketed batches -> prefetch."""
     import tensorflow as tf
 

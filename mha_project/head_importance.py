@@ -54,8 +54,7 @@ def head_importance(model, dataset) -> dict:
             keep[l][h] = True
             only[l, h] = accuracy(keep)
     set_head_mask(copy, kernels, all_on)
-    return {"baseline": baseline, "without_head": without, "only_head": only,
-            "drop_without_head": baseline - without}
+    return {"baseline": baseline, "without_head": without, "only_head": only, "drop_without_head": baseline - without}
 
 
 def importance_figure(result: dict, title: str):
@@ -65,14 +64,22 @@ def importance_figure(result: dict, title: str):
     only = result["only_head"]
     layers, heads = drop.shape
     fig, axes = plt.subplots(1, 2, figsize=(2.5 + 0.9 * heads * 2, 1.6 + 0.6 * layers))
-    for ax, values, name, cmap in ((axes[0], drop, "accuracy drop, this head masked", "Reds"),
-                                   (axes[1], only, "accuracy, only this head kept (per layer)", "Greens")):
+    for ax, values, name, cmap in (
+        (axes[0], drop, "accuracy drop, this head masked", "Reds"),
+        (axes[1], only, "accuracy, only this head kept (per layer)", "Greens"),
+    ):
         im = ax.imshow(values, cmap=cmap, aspect="auto")
         for l in range(layers):
             for h in range(heads):
                 if not np.isnan(values[l, h]):
-                    ax.text(h, l, f"{values[l, h]:+.3f}" if values is drop else f"{values[l, h]:.3f}",
-                            ha="center", va="center", fontsize=7)
+                    ax.text(
+                        h,
+                        l,
+                        f"{values[l, h]:+.3f}" if values is drop else f"{values[l, h]:.3f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                    )
         ax.set_xticks(range(heads), [f"head {h}" for h in range(heads)], fontsize=7)
         ax.set_yticks(range(layers), [f"layer {l}" for l in range(layers)], fontsize=7)
         ax.set_title(name, fontsize=8)
@@ -90,8 +97,15 @@ def run_head_importance(run_dir, out=None) -> dict:
 
     run = load_run(run_dir)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
-    val = make_pipeline(data.val_texts, data.val_labels, run.vectorizer, run.seq_len,
-                        int(run.cfg.trainer.batch_size), shuffle=False, seed=0)
+    val = make_pipeline(
+        data.val_texts,
+        data.val_labels,
+        run.vectorizer,
+        run.seq_len,
+        int(run.cfg.trainer.batch_size),
+        shuffle=False,
+        seed=0,
+    )
     result = head_importance(run.model, val)
     out_dir = run.path / "head_importance" if out is None else Path(out)
     title = f"head importance on {len(data.val_texts)} validation texts (baseline {result['baseline']:.4f})"
@@ -99,8 +113,9 @@ def run_head_importance(run_dir, out=None) -> dict:
     write_bytes_atomic(out_dir / "head_importance.png", png)
     table = table_markdown(result)
     write_text_atomic(out_dir / "head_importance.md", f"# {title}\n\n{table}")
-    write_json_atomic(out_dir / "head_importance.json",
-                      {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in result.items()})
+    write_json_atomic(
+        out_dir / "head_importance.json", {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in result.items()}
+    )
 
     import tensorflow as tf
 
@@ -117,6 +132,8 @@ def table_markdown(result: dict) -> str:
     for l in range(layers):
         for h in range(heads):
             if not np.isnan(result["without_head"][l, h]):
-                lines.append(f"| {l} | {h} | {result['without_head'][l, h]:.4f} | "
-                             f"{result['drop_without_head'][l, h]:+.4f} | {result['only_head'][l, h]:.4f} |")
+                lines.append(
+                    f"| {l} | {h} | {result['without_head'][l, h]:.4f} | "
+                    f"{result['drop_without_head'][l, h]:+.4f} | {result['only_head'][l, h]:.4f} |"
+                )
     return "\n".join(lines) + "\n"

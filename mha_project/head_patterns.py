@@ -50,9 +50,9 @@ def normalized_entropy_rows(scores: np.ndarray, real: np.ndarray) -> tuple[np.nd
     """Per query row: entropy / log(n). Returns (values (batch, heads, T), valid (batch, 1, T))."""
     scores = np.asarray(scores, dtype="float64")
     real = np.asarray(real, dtype=bool)
-    n = real.sum(axis=1).astype("float64")                                   # (batch,)
+    n = real.sum(axis=1).astype("float64")  # (batch,)
     p = np.clip(scores, 1e-12, 1.0)
-    entropy = -(scores * np.log(p)).sum(axis=-1)                              # (batch, heads, T)
+    entropy = -(scores * np.log(p)).sum(axis=-1)  # (batch, heads, T)
     log_n = np.log(np.maximum(n, 2.0))[:, None, None]
     valid = (real & (n[:, None] > 1))[:, None, :]
     return entropy / log_n, valid
@@ -85,8 +85,12 @@ def head_statistics(scores: np.ndarray, real: np.ndarray, token_ids: np.ndarray 
 
 def label_head(stats: dict) -> str:
     """One word for a head, by the rules in this module's docstring."""
-    positional = {"previous-token": stats.get("previous_token"), "next-token": stats.get("next_token"),
-                  "self": stats.get("self"), "first-token": stats.get("first_token")}
+    positional = {
+        "previous-token": stats.get("previous_token"),
+        "next-token": stats.get("next_token"),
+        "self": stats.get("self"),
+        "first-token": stats.get("first_token"),
+    }
     positional = {k: v for k, v in positional.items() if v is not None}
     if positional:
         name, mass = max(positional.items(), key=lambda kv: kv[1])
@@ -130,7 +134,7 @@ def model_head_patterns(model, vectorizer, texts, seq_len: int, batch_size: int 
     lift: dict = {}  # layer -> (heads, vocab) sum of column sums; counts per token id
     counts = np.zeros(len(vocab) + 1)
     for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
+        chunk = rows[start : start + batch_size]
         ids = pad_batch(chunk)
         real = ids != 0
         if cls:  # position 0 is [CLS]: a real token with its own id (-1: never the same word as another)
@@ -140,7 +144,7 @@ def model_head_patterns(model, vectorizer, texts, seq_len: int, batch_size: int 
         for layer, scores in enumerate(attention_scores(model, ids[:, 1:] if cls else ids)):
             _accumulate(sums, layer, scores, real, ids)
             # Column sum = attention a token receives from its text's queries; 1.0 under uniform attention.
-            received = np.asarray(scores, dtype="float64").sum(axis=2)            # (batch, heads, T)
+            received = np.asarray(scores, dtype="float64").sum(axis=2)  # (batch, heads, T)
             table = lift.setdefault(layer, np.zeros((scores.shape[1], len(vocab) + 1)))
             for h in range(scores.shape[1]):
                 np.add.at(table[h], ids[real] + 1, received[:, h][real])
@@ -151,8 +155,9 @@ def model_head_patterns(model, vectorizer, texts, seq_len: int, batch_size: int 
     return heads
 
 
-def top_tokens(lift_sum: np.ndarray, counts: np.ndarray, names: list[str], k: int = 5,
-               min_count: int = 5) -> list[list]:
+def top_tokens(
+    lift_sum: np.ndarray, counts: np.ndarray, names: list[str], k: int = 5, min_count: int = 5
+) -> list[list]:
     """The ``k`` tokens (seen at least ``min_count`` times) with the highest mean attention received per
     occurrence, relative to uniform (1.0 = what uniform attention gives; 5.0 = five times that)."""
     seen = counts >= min_count
@@ -213,8 +218,13 @@ def _finish(sums: dict) -> list[dict]:
 def format_table(heads: list[dict]) -> str:
     """A fixed-width table, one line per head."""
     cols = ("layer", "head", "label") + STAT_KEYS
-    short = {"normalized_entropy": "norm_entropy", "previous_token": "prev", "next_token": "next",
-             "first_token": "first", "same_word": "same_word"}
+    short = {
+        "normalized_entropy": "norm_entropy",
+        "previous_token": "prev",
+        "next_token": "next",
+        "first_token": "first",
+        "same_word": "same_word",
+    }
     header = "  ".join(f"{short.get(c, c):>12}" for c in cols)
     if any(row.get("top_tokens") for row in heads):
         header += "    most attended (x uniform)"
@@ -236,23 +246,33 @@ def patterns_figure(heads: list[dict], title: str):
 
     layers = max(r["layer"] for r in heads) + 1
     n_heads = max(r["head"] for r in heads) + 1
-    fig, axes = plt.subplots(1, len(STAT_KEYS), figsize=(2.2 + 1.9 * len(STAT_KEYS) * max(1, n_heads / 4),
-                                                        1.8 + 0.55 * layers), squeeze=False)
+    fig, axes = plt.subplots(
+        1,
+        len(STAT_KEYS),
+        figsize=(2.2 + 1.9 * len(STAT_KEYS) * max(1, n_heads / 4), 1.8 + 0.55 * layers),
+        squeeze=False,
+    )
     for ax, key in zip(axes[0], STAT_KEYS):
         grid = np.full((layers, n_heads), np.nan)
         for r in heads:
             if r[key] is not None:
                 grid[r["layer"], r["head"]] = r[key]
-        ax.imshow(grid, cmap="viridis_r" if key == "normalized_entropy" else "viridis", vmin=0, vmax=1,
-                  aspect="auto")
+        ax.imshow(grid, cmap="viridis_r" if key == "normalized_entropy" else "viridis", vmin=0, vmax=1, aspect="auto")
         for r in heads:
             value = r[key]
             text = "-" if value is None else f"{value:.2f}"
             if key == "normalized_entropy":
                 text += f"\n{r['label']}"
-            ax.text(r["head"], r["layer"], text, ha="center", va="center", fontsize=6,
-                    # white on the dark end of the colour map (low mass; high entropy, whose map is reversed)
-                    color="white" if value is not None and (value < 0.5) != (key == "normalized_entropy") else "black")
+            ax.text(
+                r["head"],
+                r["layer"],
+                text,
+                ha="center",
+                va="center",
+                fontsize=6,
+                # white on the dark end of the colour map (low mass; high entropy, whose map is reversed)
+                color="white" if value is not None and (value < 0.5) != (key == "normalized_entropy") else "black",
+            )
         ax.set_xticks(range(n_heads), [f"h{h}" for h in range(n_heads)], fontsize=6)
         ax.set_yticks(range(layers), [f"layer {l}" for l in range(layers)], fontsize=6)
         ax.set_title(key.replace("_", " "), fontsize=8)
@@ -281,9 +301,17 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None) -> dict:
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
     texts = data.val_texts[:num_texts]
     heads = model_head_patterns(run.model, run.vectorizer, texts, run.seq_len)
-    result = {"run_dir": str(run.path), "texts": len(texts), "split": "validation", "heads": heads,
-              "thresholds": {"position_mass": POSITION_THRESHOLD, "focused_entropy": FOCUSED_ENTROPY,
-                             "broad_entropy": BROAD_ENTROPY}}
+    result = {
+        "run_dir": str(run.path),
+        "texts": len(texts),
+        "split": "validation",
+        "heads": heads,
+        "thresholds": {
+            "position_mass": POSITION_THRESHOLD,
+            "focused_entropy": FOCUSED_ENTROPY,
+            "broad_entropy": BROAD_ENTROPY,
+        },
+    }
     out_dir = run.path / "head_patterns" if out is None else Path(out)
     title = f"attention head patterns over {len(texts)} validation texts of {run.path.name}"
     png = figure_to_png(patterns_figure(heads, title))

@@ -38,23 +38,42 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
             # With [CLS], its row is what the classifier reads; otherwise average over all queries.
             received = layer_scores[0, h, 0] if tokens[0] == "[CLS]" else layer_scores[0, h].mean(axis=0)
             order = np.argsort(-received)[:top_k]
-            top.append({"layer": l, "head": h,
-                        "tokens": [(tokens[i], float(received[i])) for i in order]})
+            top.append({"layer": l, "head": h, "tokens": [(tokens[i], float(received[i])) for i in order]})
 
     out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
-    fig = attention_grid([s[0] for s in scores], tokens, f"{text[:80]} → {run.class_names[predicted]} "
-                         f"({probs[predicted]:.2f})", max_tokens)
+    fig = attention_grid(
+        [s[0] for s in scores],
+        tokens,
+        f"{text[:80]} → {run.class_names[predicted]} ({probs[predicted]:.2f})",
+        max_tokens,
+    )
     save_figure(fig, out_path)
 
     import tensorflow as tf
 
     writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "inspect"))
-    write_attention_summaries(writer, run.model, run.vectorizer, [text], run.seq_len, step=0,
-                              class_names=run.class_names, max_tokens=max_tokens, prefix="inspect/")
+    write_attention_summaries(
+        writer,
+        run.model,
+        run.vectorizer,
+        [text],
+        run.seq_len,
+        step=0,
+        class_names=run.class_names,
+        max_tokens=max_tokens,
+        prefix="inspect/",
+    )
     writer.close()
-    return {"text": text, "predicted": run.class_names[predicted], "probability": float(probs[predicted]),
-            "probabilities": {c: float(p) for c, p in zip(run.class_names, probs)}, "tokens": tokens,
-            "top": top, "png": str(out_path), "notice": notice}
+    return {
+        "text": text,
+        "predicted": run.class_names[predicted],
+        "probability": float(probs[predicted]),
+        "probabilities": {c: float(p) for c, p in zip(run.class_names, probs)},
+        "tokens": tokens,
+        "top": top,
+        "png": str(out_path),
+        "notice": notice,
+    }
 
 
 def _slug(text: str) -> str:

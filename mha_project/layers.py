@@ -41,8 +41,16 @@ class TokenAndPositionEmbedding(layers.Layer):
     TensorShape([1, 4, 8])
     """
 
-    def __init__(self, vocab_size: int, max_len: int, embed_dim: int, cls_token: bool = False,
-                 input_scale: str = "none", layer_norm_epsilon: float = 1e-6, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int,
+        max_len: int,
+        embed_dim: int,
+        cls_token: bool = False,
+        input_scale: str = "none",
+        layer_norm_epsilon: float = 1e-6,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if input_scale not in INPUT_SCALES:
             raise ValueError(f"input_scale={input_scale!r} is invalid: must be one of {', '.join(INPUT_SCALES)}")
@@ -63,8 +71,9 @@ class TokenAndPositionEmbedding(layers.Layer):
         self.token_embedding.build(input_shape)
         self.position_embedding.build((None,))
         if self.cls_token:
-            self.cls_embedding = self.add_weight(shape=(self.embed_dim,), initializer="random_normal",
-                                                 name="cls_embedding")
+            self.cls_embedding = self.add_weight(
+                shape=(self.embed_dim,), initializer="random_normal", name="cls_embedding"
+            )
         if self.norm is not None:
             self.norm.build((None, None, self.embed_dim))
         self.built = True
@@ -95,9 +104,14 @@ class TokenAndPositionEmbedding(layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, max_len=self.max_len, embed_dim=self.embed_dim,
-                      cls_token=self.cls_token, input_scale=self.input_scale,
-                      layer_norm_epsilon=self.layer_norm_epsilon)
+        config.update(
+            vocab_size=self.vocab_size,
+            max_len=self.max_len,
+            embed_dim=self.embed_dim,
+            cls_token=self.cls_token,
+            input_scale=self.input_scale,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+        )
         return config
 
 
@@ -137,10 +151,20 @@ class EncoderBlock(layers.Layer):
     ((2, 10, 32), (2, 4, 10, 10))
     """
 
-    def __init__(self, num_heads: int, key_dim: int, ff_dim: int, value_dim: int | None = None,
-                 dropout: float = 0.0, activation: str = "gelu", use_bias: bool = True,
-                 norm_first: bool = False, layer_norm_epsilon: float = 1e-6,
-                 attention_dropout: float | None = None, **kwargs):
+    def __init__(
+        self,
+        num_heads: int,
+        key_dim: int,
+        ff_dim: int,
+        value_dim: int | None = None,
+        dropout: float = 0.0,
+        activation: str = "gelu",
+        use_bias: bool = True,
+        norm_first: bool = False,
+        layer_norm_epsilon: float = 1e-6,
+        attention_dropout: float | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.key_dim = key_dim
@@ -157,22 +181,28 @@ class EncoderBlock(layers.Layer):
     def build(self, input_shape):
         embed_dim = input_shape[-1]
         self.attention = layers.MultiHeadAttention(
-            num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
             dropout=self.dropout if self.attention_dropout is None else self.attention_dropout,
-            use_bias=self.use_bias, name="attention", dtype=self.dtype_policy)
+            use_bias=self.use_bias,
+            name="attention",
+            dtype=self.dtype_policy,
+        )
         self.attention.build(input_shape, input_shape)
         self.attention_output_dropout = layers.Dropout(self.dropout, name="attention_output_dropout")
-        self.attention_norm = layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="attention_norm",
-                                                        dtype=self.dtype_policy)
+        self.attention_norm = layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="attention_norm", dtype=self.dtype_policy
+        )
         self.attention_norm.build(input_shape)
-        self.ff_inner = layers.Dense(self.ff_dim, activation=self.activation, name="ff_inner",
-                                     dtype=self.dtype_policy)
+        self.ff_inner = layers.Dense(self.ff_dim, activation=self.activation, name="ff_inner", dtype=self.dtype_policy)
         self.ff_inner.build(input_shape)
         self.ff_outer = layers.Dense(embed_dim, name="ff_outer", dtype=self.dtype_policy)
         self.ff_outer.build(tuple(input_shape[:-1]) + (self.ff_dim,))
         self.ff_dropout = layers.Dropout(self.dropout, name="ff_dropout")
-        self.ff_norm = layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="ff_norm",
-                                                 dtype=self.dtype_policy)
+        self.ff_norm = layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="ff_norm", dtype=self.dtype_policy
+        )
         self.ff_norm.build(input_shape)
         self.built = True
 
@@ -187,8 +217,9 @@ class EncoderBlock(layers.Layer):
         residual = x
         if self.norm_first:
             x = self.attention_norm(x)
-        x, scores = self.attention(x, x, x, attention_mask=attention_mask, training=training,
-                                   return_attention_scores=True)
+        x, scores = self.attention(
+            x, x, x, attention_mask=attention_mask, training=training, return_attention_scores=True
+        )
         x = residual + self.attention_output_dropout(x, training=training)
         if not self.norm_first:
             x = self.attention_norm(x)
@@ -213,10 +244,18 @@ class EncoderBlock(layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
-                      ff_dim=self.ff_dim, dropout=self.dropout, activation=self.activation,
-                      use_bias=self.use_bias, norm_first=self.norm_first,
-                      layer_norm_epsilon=self.layer_norm_epsilon, attention_dropout=self.attention_dropout)
+        config.update(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            ff_dim=self.ff_dim,
+            dropout=self.dropout,
+            activation=self.activation,
+            use_bias=self.use_bias,
+            norm_first=self.norm_first,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            attention_dropout=self.attention_dropout,
+        )
         return config
 
 

@@ -9,15 +9,27 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.layers import EncoderBlock, FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling, TokenAndPositionEmbedding
+from mha_project.layers import (
+    EncoderBlock,
+    FirstTokenPooling,
+    MaskedMaxPooling,
+    MaskedMeanPooling,
+    TokenAndPositionEmbedding,
+)
 
 
 def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Model:
     """Build the encoder classifier from the ``model`` config group."""
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     pooling = model_cfg.get("pooling", "mean")
-    x = TokenAndPositionEmbedding(vocab_size, model_cfg.max_len, model_cfg.embed_dim, cls_token=pooling == "cls",
-                                  input_scale=model_cfg.get("embedding_norm", "none"), name="embedding")(token_ids)
+    x = TokenAndPositionEmbedding(
+        vocab_size,
+        model_cfg.max_len,
+        model_cfg.embed_dim,
+        cls_token=pooling == "cls",
+        input_scale=model_cfg.get("embedding_norm", "none"),
+        name="embedding",
+    )(token_ids)
     x = layers.Dropout(model_cfg.dropout, name="embedding_dropout")(x)
     for i in range(model_cfg.num_layers):
         x = EncoderBlock(

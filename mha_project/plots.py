@@ -5,15 +5,13 @@ from __future__ import annotations
 import io
 import warnings
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+plt.switch_backend("Agg")  # files only, never a window
 
 
-def attention_grid(scores_per_layer: list[np.ndarray], tokens: list[str], title: str = "",
-                   max_tokens: int = 24):
+def attention_grid(scores_per_layer: list[np.ndarray], tokens: list[str], title: str = "", max_tokens: int = 24):
     """One row per layer, one panel per head: who (row: query) attends to whom (column: key).
 
     ``scores_per_layer[l]`` is ``(heads, T, T)`` for a single text. Each panel has its colour bar with a

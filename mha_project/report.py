@@ -36,8 +36,10 @@ def collect_jobs(sweep_dir) -> list[dict]:
             row.update(status="unfinished", reason="no metrics.json (still running, or killed)")
         jobs.append(row)
     if not jobs:
-        raise UserError(f"{sweep_dir} holds no Hydra jobs (expected numbered folders with .hydra/ inside, "
-                        "as written by python scripts/train.py -m ...)")
+        raise UserError(
+            f"{sweep_dir} holds no Hydra jobs (expected numbered folders with .hydra/ inside, "
+            "as written by python scripts/train.py -m ...)"
+        )
     return jobs
 
 
@@ -70,8 +72,15 @@ def to_table(jobs: list[dict]) -> tuple[list[str], list[list[str]]]:
     header = ["job", *keys, *METRIC_COLUMNS, "status", "reason"]
     rows = []
     for job in sort_jobs(jobs):
-        rows.append([job["job"], *[str(job["overrides"].get(k, "")) for k in keys],
-                     *[_fmt(job.get(c)) for c in METRIC_COLUMNS], job["status"], job["reason"]])
+        rows.append(
+            [
+                job["job"],
+                *[str(job["overrides"].get(k, "")) for k in keys],
+                *[_fmt(job.get(c)) for c in METRIC_COLUMNS],
+                job["status"],
+                job["reason"],
+            ]
+        )
     return header, rows
 
 
@@ -90,14 +99,30 @@ def seed_summary(jobs: list[dict], seed_key: str = "seed") -> tuple[list[str], l
             groups.setdefault(tuple(job["overrides"].get(k, "") for k in keys), []).append(job)
     if not any(len(g) > 1 for g in groups.values()):
         return None
-    header = [*keys, "seeds", "val_accuracy_mean", "test_accuracy_mean", "test_accuracy_min", "test_accuracy_max",
-              "train_seconds_mean"]
+    header = [
+        *keys,
+        "seeds",
+        "val_accuracy_mean",
+        "test_accuracy_mean",
+        "test_accuracy_min",
+        "test_accuracy_max",
+        "train_seconds_mean",
+    ]
     rows = []
     for values, group in groups.items():
         val = [j["best_val_accuracy"] for j in group]
         test = [j["test_accuracy"] for j in group]
-        rows.append([*values, str(len(group)), _fmt(float(np.mean(val))), _fmt(float(np.mean(test))),
-                     _fmt(min(test)), _fmt(max(test)), _fmt(float(np.mean([j["train_seconds"] for j in group])))])
+        rows.append(
+            [
+                *values,
+                str(len(group)),
+                _fmt(float(np.mean(val))),
+                _fmt(float(np.mean(test))),
+                _fmt(min(test)),
+                _fmt(max(test)),
+                _fmt(float(np.mean([j["train_seconds"] for j in group]))),
+            ]
+        )
     rows.sort(key=lambda r: [_number(v) for v in r[: len(keys)]])
     return header, rows
 
@@ -108,8 +133,13 @@ def markdown(header, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(jobs: list[dict], path: Path, x_key: str = "heads", line_key: str = "key_dim",
-         metrics: tuple[str, ...] = ("best_val_accuracy", "test_accuracy")) -> bool:
+def plot(
+    jobs: list[dict],
+    path: Path,
+    x_key: str = "heads",
+    line_key: str = "key_dim",
+    metrics: tuple[str, ...] = ("best_val_accuracy", "test_accuracy"),
+) -> bool:
     """Accuracy against heads, one line per key_dim, one panel per metric; mean and min-max band over seeds."""
     import numpy as np
 

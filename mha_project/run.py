@@ -34,15 +34,21 @@ def check_run_dir(path) -> Path:
     """Raise a one-line UserError unless ``path`` is a finished run directory."""
     path = Path(path)
     if not path.is_dir():
-        raise UserError(f"run dir {path} does not exist or is not a directory "
-                        "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)")
+        raise UserError(
+            f"run dir {path} does not exist or is not a directory "
+            "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
+        )
     if not (path / ".hydra" / "config.yaml").is_file():
-        raise UserError(f"{path} is not a run directory: no .hydra/config.yaml "
-                        "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)")
+        raise UserError(
+            f"{path} is not a run directory: no .hydra/config.yaml "
+            "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
+        )
     missing = [name for name in ("metrics.json",) + REQUIRED if not (path / name).is_file()]
     if missing:
-        raise UserError(f"{path} is a run that never finished (missing {', '.join(missing)}); "
-                        f"resume it with: python scripts/train.py hydra.run.dir={path} <same overrides>")
+        raise UserError(
+            f"{path} is a run that never finished (missing {', '.join(missing)}); "
+            f"resume it with: python scripts/train.py hydra.run.dir={path} <same overrides>"
+        )
     return path
 
 
@@ -56,8 +62,10 @@ def load_model_safely(path):
         return keras.saving.load_model(path, safe_mode=True)
     except ValueError as err:
         if "safe_mode" in str(err) or "Lambda" in str(err):
-            raise UserError(f"refusing to load {path}: it contains a Lambda layer or other arbitrary code, "
-                            "which safe_mode=True does not deserialise; only models built by mha_project load") from None
+            raise UserError(
+                f"refusing to load {path}: it contains a Lambda layer or other arbitrary code, "
+                "which safe_mode=True does not deserialise; only models built by mha_project load"
+            ) from None
         raise
 
 

@@ -38,8 +38,20 @@ IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
 # Stages in order; run.json's "stage" is the last one finished.
 STAGES = ("started", "trained", "tested", "saved", "exported", "finished")
 # Files a run writes; a directory holding any of them but no run.json is a run from an older version.
-RUN_FILES = ("metrics.json", "model.keras", "history.csv", "vocab.txt", "backup", "checkpoints", "export",
-             "tensorboard", ".hydra", IDENTITY_FILE)
+RUN_FILES = (
+    "metrics.json",
+    "model.keras",
+    "history.csv",
+    "vocab.txt",
+    "backup",
+    "checkpoints",
+    "export",
+    "tensorboard",
+    ".hydra",
+    IDENTITY_FILE,
+)
+# Files that hold something learned: while none exists, a "started" run can be replaced freely.
+TRAINED_FILES = ("history.csv", "backup", "checkpoints/best.weights.h5", "model.keras", "metrics.json")
 
 
 def identity(cfg: DictConfig) -> dict:
@@ -57,7 +69,8 @@ def differences(old: dict, new: dict, limit: int = 3) -> list[str]:
     a, b = _flatten(old), _flatten(new)
     keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<absent>") != b.get(k, "<absent>")]
     return [f"{k}: {_show(a.get(k, '<absent>'))} -> {_show(b.get(k, '<absent>'))}" for k in keys[:limit]] + (
-        [f"... {len(keys) - limit} more"] if len(keys) > limit else [])
+        [f"... {len(keys) - limit} more"] if len(keys) > limit else []
+    )
 
 
 @dataclass
@@ -78,8 +91,10 @@ class RunRecord:
         """Record ``stage`` (and any results it produced) as finished, atomically."""
         self.stage = stage
         self.results.update(results)
-        write_json_atomic(self.path / IDENTITY_FILE, {"fingerprint": self.fingerprint, "stage": self.stage,
-                                                      "results": self.results, "config": self.config})
+        write_json_atomic(
+            self.path / IDENTITY_FILE,
+            {"fingerprint": self.fingerprint, "stage": self.stage, "results": self.results, "config": self.config},
+        )
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -98,23 +113,31 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
         stored = _read_identity(path)
         if stored is None and _has_run_files(path):
             if not overwrite:
-                raise UserError(f"{path} holds a run without {IDENTITY_FILE} (written by an older mha-project "
-                                "or by hand), so it cannot be resumed safely; use a new hydra.run.dir, or add "
-                                "overwrite=true to replace it")
+                raise UserError(
+                    f"{path} holds a run without {IDENTITY_FILE} (written by an older mha-project "
+                    "or by hand), so it cannot be resumed safely; use a new hydra.run.dir, or add "
+                    "overwrite=true to replace it"
+                )
+        stale = stored is not None and stored.get("stage") == "started" and not _has_trained_files(path)
+        if stale:
+            stored = None  # a run that stopped before training anything (e.g. a bad value): nothing to keep
         if stored is not None and (stored.get("fingerprint") != fp or overwrite):
             if not overwrite:
                 diff = "; ".join(differences(stored.get("config") or {}, ident))
-                raise UserError(f"{path} holds a different run ({diff}); use a new hydra.run.dir, or add "
-                                "overwrite=true to replace it")
+                raise UserError(
+                    f"{path} holds a different run ({diff}); use a new hydra.run.dir, or add "
+                    "overwrite=true to replace it"
+                )
             stored = None
         if stored is None:
-            if overwrite:
+            if overwrite or stale:
                 _clear(path)
             record = RunRecord(path, fp, ident, _lock_fd=fd)
             record.finish_stage("started")
             return record
-        return RunRecord(path, fp, ident, stage=stored.get("stage", "started"),
-                         results=stored.get("results") or {}, _lock_fd=fd)
+        return RunRecord(
+            path, fp, ident, stage=stored.get("stage", "started"), results=stored.get("results") or {}, _lock_fd=fd
+        )
     except BaseException:
         os.close(fd)
         raise
@@ -129,8 +152,10 @@ def _lock(path: Path) -> int:
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        raise UserError(f"{path} is in use by another training process (pid {holder}); wait for it to "
-                        "finish, or use a new hydra.run.dir") from None
+        raise UserError(
+            f"{path} is in use by another training process (pid {holder}); wait for it to "
+            "finish, or use a new hydra.run.dir"
+        ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd
@@ -146,8 +171,13 @@ def _read_identity(path: Path) -> dict | None:
             raise ValueError("no fingerprint")
         return stored
     except (ValueError, OSError) as err:
-        raise UserError(f"{file} is unreadable ({err}); use a new hydra.run.dir, or add overwrite=true "
-                        "to replace the run") from None
+        raise UserError(
+            f"{file} is unreadable ({err}); use a new hydra.run.dir, or add overwrite=true to replace the run"
+        ) from None
+
+
+def _has_trained_files(path: Path) -> bool:
+    return any((path / name).exists() for name in TRAINED_FILES)
 
 
 def _has_run_files(path: Path) -> bool:

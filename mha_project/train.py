@@ -29,8 +29,19 @@ from omegaconf import DictConfig, OmegaConf
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError, UserError
 
-HPARAM_KEYS = ("heads", "key_dim", "value_dim", "dropout", "layers", "embed_dim", "ff_dim", "seq_len",
-               "batch_size", "lr", "seed")
+HPARAM_KEYS = (
+    "heads",
+    "key_dim",
+    "value_dim",
+    "dropout",
+    "layers",
+    "embed_dim",
+    "ff_dim",
+    "seq_len",
+    "batch_size",
+    "lr",
+    "seed",
+)
 
 
 def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
@@ -50,20 +61,23 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     try:
         keras.activations.get(cfg.model.activation)
     except ValueError:
-        raise ConfigError(f"model.activation={cfg.model.activation} is invalid: must be a Keras activation "
-                          "name such as gelu, relu, silu, tanh") from None
+        raise ConfigError(
+            f"model.activation={cfg.model.activation} is invalid: must be a Keras activation "
+            "name such as gelu, relu, silu, tanh"
+        ) from None
 
     record = open_run_dir(run_dir, cfg, overwrite=bool(cfg.get("overwrite", False)))
     try:
         if record.done("finished") and (run_dir / "metrics.json").exists():
             metrics = json.loads((run_dir / "metrics.json").read_text())
             print(f"run dir: {run_dir} (already finished; nothing was changed)")
-            print(f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy "
-                  f"{metrics['best_val_accuracy']:.4f}, {metrics['epochs_run']} epochs)")
+            print(
+                f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy "
+                f"{metrics['best_val_accuracy']:.4f}, {metrics['epochs_run']} epochs)"
+            )
             return metrics
         if record.stage != "started" or (run_dir / "history.csv").exists():
             print(f"resuming {run_dir} after stage '{record.stage}'")
-        save_run_config(cfg, run_dir)
         return _train(cfg, run_dir, record)
     finally:
         record.close()
@@ -74,8 +88,14 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     import tensorflow as tf
 
     from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup, log_hparams
-    from mha_project.data import (bucket_boundaries, load_dataset, make_pipeline, make_vectorizer,
-                                  read_vocabulary, save_vocabulary)
+    from mha_project.data import (
+        bucket_boundaries,
+        load_dataset,
+        make_pipeline,
+        make_vectorizer,
+        read_vocabulary,
+        save_vocabulary,
+    )
     from mha_project.distribute import make_strategy, use_logical_cpus
     from mha_project.io import write_json_atomic
     from mha_project.model import build_classifier
@@ -83,17 +103,26 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     if cfg.trainer.cpu_devices:
         use_logical_cpus(cfg.trainer.cpu_devices)
     strategy = make_strategy(cfg.trainer.distribution)
+    if cfg.trainer.batch_size < strategy.num_replicas_in_sync:
+        raise ConfigError(
+            f"batch_size={cfg.trainer.batch_size} is invalid with {strategy.num_replicas_in_sync} replicas: the "
+            f"global batch is split across replicas, so it must be >= {strategy.num_replicas_in_sync}"
+        )
     if cfg.trainer.distribution != "none":
-        print(f"distribution: {cfg.trainer.distribution} · replicas {strategy.num_replicas_in_sync} · "
-              f"global batch {cfg.trainer.batch_size}")
+        print(
+            f"distribution: {cfg.trainer.distribution} · replicas {strategy.num_replicas_in_sync} · "
+            f"global batch {cfg.trainer.batch_size}"
+        )
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.mixed_precision.set_global_policy(cfg.trainer.precision)
 
     data = load_dataset(cfg.data, cfg.seed)
-    print(f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
-          f"val {len(data.val_texts)} · test {len(data.test_texts)}")
+    print(
+        f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
+        f"val {len(data.val_texts)} · test {len(data.test_texts)}"
+    )
     vocab_file = run_dir / "vocab.txt"
     if vocab_file.exists():  # resuming: the vocabulary the weights were trained with
         vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=read_vocabulary(vocab_file))
@@ -103,14 +132,30 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     seq_len, batch_size = cfg.data.seq_len, cfg.trainer.batch_size
 
     def pipeline(texts, labels, shuffle):
-        return make_pipeline(texts, labels, vectorizer, seq_len, batch_size, shuffle=shuffle, seed=cfg.seed,
-                             bucketing=cfg.data.bucketing, bucket_width=cfg.data.get("bucket_width"))
+        return make_pipeline(
+            texts,
+            labels,
+            vectorizer,
+            seq_len,
+            batch_size,
+            shuffle=shuffle,
+            seed=cfg.seed,
+            bucketing=cfg.data.bucketing,
+            bucket_width=cfg.data.get("bucket_width"),
+        )
 
     train_ds = pipeline(data.train_texts, data.train_labels, True)
     val_ds = pipeline(data.val_texts, data.val_labels, False)
     test_ds = pipeline(data.test_texts, data.test_labels, False)
 
     rounds = cfg.trainer.validations_per_epoch  # validation rounds per pass over the training data
+    steps_per_pass = math.ceil(len(data.train_texts) / batch_size)
+    if rounds > steps_per_pass:
+        raise ConfigError(
+            f"trainer.validations_per_epoch={rounds} is invalid: one pass over {len(data.train_texts)} training "
+            f"texts is {steps_per_pass} batches of {batch_size}, so at most {steps_per_pass} validations fit"
+        )
+    save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
     if rounds > 1:
         # Keras validates once per "epoch": make each Keras epoch 1/rounds of a pass over a repeated dataset.
         train_ds = train_ds.repeat()
@@ -118,7 +163,9 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         fit_schedule = dict(epochs=cfg.trainer.epochs * rounds, steps_per_epoch=steps_per_epoch)
     else:
         # + one partial batch per length bucket
-        steps_per_epoch = math.ceil(len(data.train_texts) / batch_size) + len(bucket_boundaries(seq_len, cfg.data.get("bucket_width")))
+        steps_per_epoch = math.ceil(len(data.train_texts) / batch_size) + len(
+            bucket_boundaries(seq_len, cfg.data.get("bucket_width"))
+        )
         fit_schedule = dict(epochs=cfg.trainer.epochs)
     total_steps = steps_per_epoch * fit_schedule["epochs"]
     with strategy.scope():
@@ -130,8 +177,9 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
             warmup_steps=int(cfg.trainer.warmup_fraction * total_steps),
         )
         model.compile(
-            optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=cfg.trainer.weight_decay,
-                                             clipnorm=1.0),
+            optimizer=keras.optimizers.AdamW(
+                learning_rate=schedule, weight_decay=cfg.trainer.weight_decay, clipnorm=1.0
+            ),
             loss="sparse_categorical_crossentropy",
             metrics=["accuracy"],
             jit_compile=cfg.trainer.jit_compile,
@@ -144,26 +192,42 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         best_weights.parent.mkdir(exist_ok=True)
         # Rows of an epoch that was cut off before its backup are trained again: drop them first.
         previous = trim_history(history_csv, backed_up_epochs(run_dir / "backup"))
-        counter = EpochCounter(rounds_per_epoch=rounds,
-                               elapsed_offset=float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0)
+        counter = EpochCounter(
+            rounds_per_epoch=rounds, elapsed_offset=float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0
+        )
         callbacks = [
             counter,  # first: its elapsed_seconds reaches CSVLogger
             keras.callbacks.TerminateOnNaN(),
             BestWeights(best_weights, monitor="val_accuracy", initial_best=_best(previous, "val_accuracy")),
-            keras.callbacks.EarlyStopping(monitor="val_accuracy", mode="max",
-                                          patience=cfg.trainer.early_stopping_patience * rounds,
-                                          restore_best_weights=True),
+            keras.callbacks.EarlyStopping(
+                monitor="val_accuracy",
+                mode="max",
+                patience=cfg.trainer.early_stopping_patience * rounds,
+                restore_best_weights=True,
+            ),
             keras.callbacks.CSVLogger(history_csv, append=True),
         ]
         if cfg.logger.tensorboard:
-            callbacks.append(keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch"))
+            profile = tuple(cfg.logger.get("profile_batches") or ()) or 0  # (start, stop) batches, 0 = off
+            callbacks.append(
+                keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch", profile_batch=profile)
+            )
             attention = cfg.logger.attention
             if attention.every_n_epochs > 0:
                 probes = list(attention.probe_texts) or data.val_texts[: attention.num_probes]
                 labels = None if attention.probe_texts else data.val_labels[: attention.num_probes]
-                callbacks.append(AttentionLogger(run_dir / "tensorboard" / "attention", vectorizer, probes, seq_len,
-                                                 attention.every_n_epochs, labels=labels,
-                                                 class_names=data.class_names, max_tokens=attention.max_tokens))
+                callbacks.append(
+                    AttentionLogger(
+                        run_dir / "tensorboard" / "attention",
+                        vectorizer,
+                        probes,
+                        seq_len,
+                        attention.every_n_epochs,
+                        labels=labels,
+                        class_names=data.class_names,
+                        max_tokens=attention.max_tokens,
+                    )
+                )
         # Last: saves the epoch's state only after everything above has recorded it.
         callbacks.append(ResumableBackup(run_dir / "backup", history_csv))
 
@@ -171,23 +235,33 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         # is expected here, not a bug.
         warnings.filterwarnings("ignore", message="Your input ran out of data")
         start = time.perf_counter()
-        history = model.fit(train_ds, validation_data=val_ds, **fit_schedule, callbacks=callbacks,
-                            shuffle=False,  # tf.data reshuffles every epoch with the seed
-                            verbose="auto" if sys.stdout.isatty() else 2)  # one line per epoch in logs
+        history = model.fit(
+            train_ds,
+            validation_data=val_ds,
+            **fit_schedule,
+            callbacks=callbacks,
+            shuffle=False,  # tf.data reshuffles every epoch with the seed
+            verbose="auto" if sys.stdout.isatty() else 2,
+        )  # one line per epoch in logs
         seconds_now = time.perf_counter() - start
 
         losses = history.history.get("loss", [])
         if not losses or not all(np.isfinite(losses)):
-            raise UserError(f"training diverged: loss became NaN/inf in epoch {counter.last_epoch + 1} with "
-                            f"lr={cfg.trainer.lr}; last good weights kept in {best_weights}; try a smaller lr")
+            raise UserError(
+                f"training diverged: loss became NaN/inf in epoch {counter.last_epoch + 1} with "
+                f"lr={cfg.trainer.lr}; last good weights kept in {best_weights}; try a smaller lr"
+            )
         rows = read_history(history_csv)
         epochs_run = (max(int(r["epoch"]) for r in rows) + 1 if rows else counter.last_epoch) / rounds
         epochs_run = int(epochs_run) if float(epochs_run).is_integer() else round(epochs_run, 3)
         trained_now = len(losses) / rounds  # passes over the training data in this process
         record.finish_stage(
-            "trained", epochs_run=epochs_run, best_val_accuracy=_best(rows, "val_accuracy"),
+            "trained",
+            epochs_run=epochs_run,
+            best_val_accuracy=_best(rows, "val_accuracy"),
             train_seconds=round(counter.elapsed_offset + seconds_now, 3),
-            train_examples_per_second=round(len(data.train_texts) * trained_now / max(seconds_now, 1e-9), 1))
+            train_examples_per_second=round(len(data.train_texts) * trained_now / max(seconds_now, 1e-9), 1),
+        )
     if best_weights.exists():
         model.load_weights(best_weights)  # test the epoch that was best on validation
 
@@ -224,8 +298,10 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     record.finish_stage("finished")
 
     print(f"run dir: {run_dir}")
-    print(f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
-          f"{metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f}s)")
+    print(
+        f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
+        f"{metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f}s)"
+    )
     return metrics
 
 
@@ -302,16 +378,17 @@ def run_from_cli(cfg: DictConfig):
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         metrics = train(cfg)
-    except Exception as err:  # noqa: BLE001  (sorted below: user errors vs bugs)
+    except Exception as err:  # sorted below: user errors vs bugs
         user_error = isinstance(err, UserError)
         if not multirun:
             if user_error:
                 fail(str(err))
             raise
         reason = str(err) if user_error else f"{type(err).__name__}: {err}"
-        write_json_atomic(_hydra_run_dir() / "failure.json",
-                          {"status": "failed", "reason": reason,
-                           "traceback": None if user_error else traceback.format_exc()})
+        write_json_atomic(
+            _hydra_run_dir() / "failure.json",
+            {"status": "failed", "reason": reason, "traceback": None if user_error else traceback.format_exc()},
+        )
         print(f"error: job {HydraConfig.get().job.num} failed: {reason}", flush=True)
         return float("nan")
     if cfg.optimized_metric:
@@ -344,8 +421,12 @@ def export_inference_model(model, vectorizer, seq_len: int, path: Path) -> None:
     """SavedModel taking raw strings (shape (batch,)) and returning class probabilities."""
     import keras
 
-    text_to_ids = keras.layers.TextVectorization(output_mode="int", output_sequence_length=seq_len,
-                                                 vocabulary=vectorizer.get_vocabulary()[2:], name="text_to_ids")
+    text_to_ids = keras.layers.TextVectorization(
+        output_mode="int",
+        output_sequence_length=seq_len,
+        vocabulary=vectorizer.get_vocabulary()[2:],
+        name="text_to_ids",
+    )
     text = keras.Input(shape=(), dtype="string", name="text")
     end_to_end = keras.Model(text, model(text_to_ids(text)), name="text_classifier")
     import shutil

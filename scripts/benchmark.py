@@ -11,8 +11,6 @@ project's pipeline and those settings, timed in the same rounds, reported with i
 Takes the same overrides as scripts/train.py; prints one JSON object.
 """
 
-import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
-
 import argparse
 import json
 from pathlib import Path
@@ -31,10 +29,19 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for scripts/train.py")
-    parser.add_argument("--epochs", type=int, default=3,
-                        help="timed rounds; each is one epoch of (a), (b) and every variant; the fastest of each is reported")
-    parser.add_argument("--variant", action="append", default=[], metavar="OVERRIDES",
-                        help="extra settings for an additional project-pipeline model, e.g. trainer.jit_compile=true")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=3,
+        help="timed rounds; each is one epoch of (a), (b) and every variant; the fastest of each is reported",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="OVERRIDES",
+        help="extra settings for an additional project-pipeline model, e.g. trainer.jit_compile=true",
+    )
     args = parser.parse_args()
     register_configs()
     try:

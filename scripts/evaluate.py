@@ -1,9 +1,7 @@
 """Reload a finished run and measure it on its test split again.
 
-    python scripts/evaluate.py outputs/runs/<time>
+python scripts/evaluate.py outputs/runs/<time>
 """
-
-import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
 
 import argparse
 import json
@@ -23,7 +21,9 @@ def main() -> None:
     except UserError as err:
         fail(str(err))
     print(json.dumps(result, indent=2))
-    print(f"test accuracy: {result['test_accuracy']:.4f}  (recorded at training: {result['recorded_test_accuracy']:.4f})")
+    print(
+        f"test accuracy: {result['test_accuracy']:.4f}  (recorded at training: {result['recorded_test_accuracy']:.4f})"
+    )
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ Writes head_importance.{md,json,png} into RUN_DIR/head_importance/ and the heatm
 TensorBoard log. Method: Michel, Levy & Neubig, "Are Sixteen Heads Really Better than One?" (2019).
 """
 
-import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
-
 import argparse
 
 from mha_project.cli import fail

@@ -10,8 +10,6 @@ RUN_DIR/head_patterns/ and the picture and scalars into RUN_DIR/tensorboard/head
 With --json, prints one JSON object {"heads": [{"layer", "head", "normalized_entropy", ...}, ...]}.
 """
 
-import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
-
 import argparse
 import json
 
@@ -35,8 +33,10 @@ def main() -> None:
     if args.json:
         print(json.dumps({k: result[k] for k in ("run_dir", "split", "texts", "thresholds", "heads")}))
         return
-    print(f"{result['texts']} validation texts; chance level of a single position: "
-          f"{result['heads'][0]['uniform_mass']:.3f} (mean 1/n)")
+    print(
+        f"{result['texts']} validation texts; chance level of a single position: "
+        f"{result['heads'][0]['uniform_mass']:.3f} (mean 1/n)"
+    )
     print(format_table(result["heads"]))
     print(f"wrote {result['out_dir']}/head_patterns.png, .md, .json")
 

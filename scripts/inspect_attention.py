@@ -7,8 +7,6 @@ Prints the predicted class and, per layer and head, the tokens receiving the mos
 PNG grid (layers x heads) and the same images into the run's TensorBoard log (tensorboard/inspect).
 """
 
-import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
-
 import argparse
 
 from mha_project.cli import fail

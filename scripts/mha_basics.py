@@ -6,8 +6,6 @@ Two fixes against the seed text: the argument is ``key_dim`` (not ``key_dims``),
 ``return_attention_scores=True`` is an argument of the *call*, not of the constructor.
 """
 
-import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
-
 import keras
 import numpy as np
 
@@ -16,9 +14,9 @@ from mha_project.attention import reference_mha
 
 def run_seed_example(seed: int = 0):
     keras.utils.set_random_seed(seed)
-    x = keras.random.normal((2, 10, 128))                      # (batch, seq_len, d_model)
+    x = keras.random.normal((2, 10, 128))  # (batch, seq_len, d_model)
     mha = keras.layers.MultiHeadAttention(num_heads=4, key_dim=64)
-    output, scores = mha(x, x, return_attention_scores=True)   # self-attention: query = value = key
+    output, scores = mha(x, x, return_attention_scores=True)  # self-attention: query = value = key
     return x, mha, output, scores
 
 
@@ -31,8 +29,10 @@ def main() -> None:
     rows = np.asarray(scores).sum(axis=-1)
     print(f"each score row sums to 1: max |sum - 1| = {np.abs(rows - 1).max():.2e}")
     ref_out, ref_scores = reference_mha(mha, np.asarray(x), np.asarray(x))
-    print(f"NumPy softmax(QK^T/sqrt(d_k))V agrees: max |diff| output {np.abs(ref_out - np.asarray(output)).max():.2e}, "
-          f"scores {np.abs(ref_scores - np.asarray(scores)).max():.2e}")
+    print(
+        f"NumPy softmax(QK^T/sqrt(d_k))V agrees: max |diff| output {np.abs(ref_out - np.asarray(output)).max():.2e}, "
+        f"scores {np.abs(ref_scores - np.asarray(scores)).max():.2e}"
+    )
 
 
 if __name__ == "__main__":

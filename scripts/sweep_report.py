@@ -1,6 +1,6 @@
 """Summarise a sweep: report.md, report.csv and report.png inside SWEEP_DIR, and the table printed.
 
-    python scripts/sweep_report.py outputs/multirun/<time>
+python scripts/sweep_report.py outputs/multirun/<time>
 """
 
 import argparse
@@ -21,8 +21,10 @@ def main() -> None:
         fail(str(err))
     print(result["markdown"], end="")
     failed = [j for j in result["jobs"] if j["status"] != "finished"]
-    print(f"{len(result['jobs'])} jobs, {len(failed)} failed or unfinished; "
-          f"wrote report.md, report.csv{', report.png' if result['plot'] else ''} in {args.sweep_dir}")
+    print(
+        f"{len(result['jobs'])} jobs, {len(failed)} failed or unfinished; "
+        f"wrote report.md, report.csv{', report.png' if result['plot'] else ''} in {args.sweep_dir}"
+    )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for r in results:
         never = "never" if r["reached_at_epoch"] is None else None
-        print(f"| {r['run_dir']} | {never or r['reached_at_epoch']} | {never or r['seconds_to_target']} | "
-              f"{r['best_val_accuracy']:.4f} | {r['test_accuracy']:.4f} | {r['train_examples_per_second']} |")
+        print(
+            f"| {r['run_dir']} | {never or r['reached_at_epoch']} | {never or r['seconds_to_target']} | "
+            f"{r['best_val_accuracy']:.4f} | {r['test_accuracy']:.4f} | {r['train_examples_per_second']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,9 @@
 """Train the multi-head-attention classifier.
 
-    python scripts/train.py                              # offline default: Amazon Fine Food reviews
-    python scripts/train.py heads=8 key_dim=32 dropout=0.2
-    python scripts/train.py -m heads=1,2,4,8 key_dim=16,64
+python scripts/train.py                              # offline default: Amazon Fine Food reviews
+python scripts/train.py heads=8 key_dim=32 dropout=0.2
+python scripts/train.py -m heads=1,2,4,8 key_dim=16,64
 """
-
-import mha_project.cli  # noqa: F401  (quiet TensorFlow start-up; must come first)
 
 import hydra
 from omegaconf import DictConfig

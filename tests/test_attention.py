@@ -1,6 +1,5 @@
 """The NumPy reference against keras.layers.MultiHeadAttention, and scores of a trained run."""
 
-import json
 from pathlib import Path
 
 import keras
@@ -13,27 +12,26 @@ from mha_project.attention import attention_entropy, reference_mha
 
 CASES = [
     # (num_heads, key_dim, value_dim, use_bias, query_len, key_len, d_model, masked)
-    (4, 8, None, True, 6, 6, 16, False),     # self-attention
-    (2, 5, None, True, 3, 7, 12, False),     # cross-attention, query_len != key_len
-    (3, 4, 9, True, 5, 5, 10, False),        # value_dim != key_dim
-    (3, 4, 9, False, 5, 8, 10, True),        # no biases, with a mask
-    (1, 16, None, True, 4, 4, 8, True),      # a single head
-    (8, 2, 3, False, 6, 6, 8, True),         # many small heads
+    (4, 8, None, True, 6, 6, 16, False),  # self-attention
+    (2, 5, None, True, 3, 7, 12, False),  # cross-attention, query_len != key_len
+    (3, 4, 9, True, 5, 5, 10, False),  # value_dim != key_dim
+    (3, 4, 9, False, 5, 8, 10, True),  # no biases, with a mask
+    (1, 16, None, True, 4, 4, 8, True),  # a single head
+    (8, 2, 3, False, 6, 6, 8, True),  # many small heads
 ]
 
 
 @pytest.mark.parametrize("heads,key_dim,value_dim,use_bias,t,s,d,masked", CASES)
 def test_reference_matches_keras(heads, key_dim, value_dim, use_bias, t, s, d, masked):
     rng = np.random.default_rng(heads * 100 + t)
-    layer = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=key_dim, value_dim=value_dim,
-                                            use_bias=use_bias)
+    layer = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=key_dim, value_dim=value_dim, use_bias=use_bias)
     query = rng.normal(size=(2, t, d)).astype("float32")
     value = query if t == s else rng.normal(size=(2, s, d + 2)).astype("float32")
     mask = None
     if masked:
         mask = rng.random((2, t, s)) > 0.3
-        mask[0, 0, :] = False            # a query that may attend to nothing
-        mask[1, :, s - 2:] = False       # padding at the end of the keys
+        mask[0, 0, :] = False  # a query that may attend to nothing
+        mask[1, :, s - 2 :] = False  # padding at the end of the keys
     output, scores = layer(query, value, attention_mask=mask, return_attention_scores=True)
     if use_bias:  # make biases non-zero so they are really tested
         for w in layer.weights:
@@ -54,7 +52,7 @@ def test_reference_detects_a_wrong_scale():
     _, ref = reference_mha(layer, x, x)
     assert np.allclose(ref, scores, atol=1e-5)
     unscaled_layer_scores = np.asarray(scores)
-    assert not np.allclose(ref ** 2 / (ref ** 2).sum(-1, keepdims=True), unscaled_layer_scores, atol=1e-3)
+    assert not np.allclose(ref**2 / (ref**2).sum(-1, keepdims=True), unscaled_layer_scores, atol=1e-3)
 
 
 def test_entropy_of_uniform_and_one_hot_rows():

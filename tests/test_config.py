@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -36,11 +34,30 @@ def test_every_option_of_every_group_composes(group):
 
 
 def test_shortcuts_flow_into_groups():
-    cfg = compose_train("heads=8", "key_dim=32", "dropout=0.2", "value_dim=16", "layers=3", "embed_dim=48",
-                        "ff_dim=96", "seq_len=77", "epochs=5", "batch_size=8", "lr=0.01")
+    cfg = compose_train(
+        "heads=8",
+        "key_dim=32",
+        "dropout=0.2",
+        "value_dim=16",
+        "layers=3",
+        "embed_dim=48",
+        "ff_dim=96",
+        "seq_len=77",
+        "epochs=5",
+        "batch_size=8",
+        "lr=0.01",
+    )
     m, t = cfg.model, cfg.trainer
-    assert (m.num_heads, m.key_dim, m.value_dim, m.dropout, m.num_layers, m.embed_dim, m.ff_dim, m.max_len) == \
-        (8, 32, 16, 0.2, 3, 48, 96, 77)
+    assert (m.num_heads, m.key_dim, m.value_dim, m.dropout, m.num_layers, m.embed_dim, m.ff_dim, m.max_len) == (
+        8,
+        32,
+        16,
+        0.2,
+        3,
+        48,
+        96,
+        77,
+    )
     assert (t.epochs, t.batch_size, t.lr, cfg.data.seq_len) == (5, 8, 0.01, 77)
 
 
@@ -61,12 +78,24 @@ def test_wrong_type_is_refused_by_the_schema():
         compose_train("heads=abc")
 
 
-@pytest.mark.parametrize("override,key", [
-    ("heads=0", "heads=0"), ("heads=-1", "heads=-1"), ("key_dim=0", "key_dim=0"), ("value_dim=-5", "value_dim=-5"),
-    ("layers=0", "layers=0"), ("seq_len=0", "seq_len=0"), ("batch_size=0", "batch_size=0"), ("epochs=0", "epochs=0"),
-    ("lr=0", "lr=0"), ("dropout=1.5", "dropout=1.5"), ("dropout=-0.1", "dropout=-0.1"),
-    ("data.limit=0", "data.limit=0"), ("trainer.precision=float8", "trainer.precision=float8"),
-])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("heads=0", "heads=0"),
+        ("heads=-1", "heads=-1"),
+        ("key_dim=0", "key_dim=0"),
+        ("value_dim=-5", "value_dim=-5"),
+        ("layers=0", "layers=0"),
+        ("seq_len=0", "seq_len=0"),
+        ("batch_size=0", "batch_size=0"),
+        ("epochs=0", "epochs=0"),
+        ("lr=0", "lr=0"),
+        ("dropout=1.5", "dropout=1.5"),
+        ("dropout=-0.1", "dropout=-0.1"),
+        ("data.limit=0", "data.limit=0"),
+        ("trainer.precision=float8", "trainer.precision=float8"),
+    ],
+)
 def test_out_of_range_values_name_key_value_and_allowed(override, key):
     cfg = compose_train(override)
     with pytest.raises(ConfigError) as err:

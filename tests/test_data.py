@@ -10,8 +10,18 @@ from mha_project.errors import ConfigError
 
 
 def data_cfg(**kw):
-    base = dict(name="fine_foods", tfds_name=None, path=None, data_dir=None, download=True, val_fraction=0.1,
-                limit=None, vocab_size=1000, seq_len=32, bucketing=True)
+    base = dict(
+        name="fine_foods",
+        tfds_name=None,
+        path=None,
+        data_dir=None,
+        download=True,
+        val_fraction=0.1,
+        limit=None,
+        vocab_size=1000,
+        seq_len=32,
+        bucketing=True,
+    )
     base.update(kw)
     return OmegaConf.create(base)
 
@@ -104,7 +114,7 @@ def test_pipeline_pads_to_buckets_not_seq_len():
     vec = make_vectorizer(texts, vocab_size=20)
     ds = make_pipeline(texts, labels, vec, seq_len=64, batch_size=4, shuffle=True, seed=0)
     widths, seen = set(), 0
-    for ids, y in ds:
+    for ids, _labels in ds:
         widths.add(ids.shape[1])
         seen += ids.shape[0]
         lengths = (ids.numpy() != 0).sum(1)

@@ -10,13 +10,31 @@ import pytest
 from conftest import TINY, run_script, train_tiny, write_folder_dataset
 
 BAD_OVERRIDES = [
-    ("heads=0", "heads=0"), ("heads=-1", "heads=-1"), ("key_dim=0", "key_dim=0"), ("value_dim=-5", "value_dim=-5"),
-    ("layers=0", "layers=0"), ("seq_len=0", "seq_len=0"), ("batch_size=0", "batch_size=0"),
-    ("epochs=0", "epochs=0"), ("lr=0", "lr=0"), ("dropout=1.5", "dropout=1.5"), ("dropout=-0.1", "dropout=-0.1"),
+    ("heads=0", "heads=0"),
+    ("heads=-1", "heads=-1"),
+    ("key_dim=0", "key_dim=0"),
+    ("value_dim=-5", "value_dim=-5"),
+    ("layers=0", "layers=0"),
+    ("seq_len=0", "seq_len=0"),
+    ("batch_size=0", "batch_size=0"),
+    ("epochs=0", "epochs=0"),
+    ("lr=0", "lr=0"),
+    ("dropout=1.5", "dropout=1.5"),
+    ("dropout=-0.1", "dropout=-0.1"),
     ("model.attention_dropout=1.0", "model.attention_dropout=1.0"),
-    ("heads=abc", "heads=abc"), ("data.limit=0", "data.limit=0"),
-    ("data=nope", "fine_foods"), ("data=folder", "data.path"),
+    ("heads=abc", "heads=abc"),
+    ("data.limit=0", "data.limit=0"),
+    ("data=nope", "fine_foods"),
+    ("data=folder", "data.path"),
     ("trainer.distribution=tpu", "trainer.distribution=tpu"),
+    ("+foo=1", "foo is not a setting of this project"),
+    ("+model.bar=2", "model.bar is not a setting"),
+    ("debug=default", "tiny"),  # Hydra lists the debug configs there are
+    ("seed=-1", "seed=-1 is invalid"),
+    ("seed=5000000000", "seed=5000000000 is invalid"),
+    ("logger.attention.num_probes=-1", "logger.attention.num_probes=-1 is invalid"),
+    ("data.seq_len=200", "data.seq_len=200 is invalid: must be <= model.max_len=128"),
+    ("logger.profile_batches=[5]", "logger.profile_batches=[5] is invalid"),
 ]
 
 
@@ -68,8 +86,9 @@ def test_bad_folders(tmp_path):
 
 @pytest.mark.slow
 def test_tfds_offline_is_answered_in_seconds(tmp_path):
-    result = run_script("train.py", "data=imdb", f"data.data_dir={tmp_path / 'tfds'}",
-                        f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
+    result = run_script(
+        "train.py", "data=imdb", f"data.data_dir={tmp_path / 'tfds'}", f"hydra.run.dir={tmp_path / 'run'}", timeout=120
+    )
     assert_clean_failure(result, "data=imdb", "data=fine_foods", "data=folder", "data.data_dir")
 
 

@@ -46,10 +46,15 @@ def test_uniform_attention_has_normalized_entropy_one_whatever_the_length():
     assert stats["self"] == pytest.approx(expected, abs=1e-4)
 
 
-@pytest.mark.parametrize("kind,key,label", [("previous", "previous_token", "previous-token"),
-                                            ("next", "next_token", "next-token"),
-                                            ("self", "self", "self"),
-                                            ("first", "first_token", "first-token")])
+@pytest.mark.parametrize(
+    "kind,key,label",
+    [
+        ("previous", "previous_token", "previous-token"),
+        ("next", "next_token", "next-token"),
+        ("self", "self", "self"),
+        ("first", "first_token", "first-token"),
+    ],
+)
 def test_one_hot_positional_heads(kind, key, label):
     stats = head_statistics(pattern(REAL, kind), REAL)[0]
     assert stats[key] == pytest.approx(1.0)
@@ -70,8 +75,8 @@ def test_same_word_mass():
     ids = np.array([[4, 9, 4, 5]])
     real = np.ones((1, 4), bool)
     scores = np.zeros((1, 1, 4, 4))
-    scores[0, 0, 0, 2] = scores[0, 0, 2, 0] = 1.0   # the two "4"s look at each other
-    scores[0, 0, 1, 1] = scores[0, 0, 3, 3] = 1.0   # the others at themselves
+    scores[0, 0, 0, 2] = scores[0, 0, 2, 0] = 1.0  # the two "4"s look at each other
+    scores[0, 0, 1, 1] = scores[0, 0, 3, 3] = 1.0  # the others at themselves
     stats = head_statistics(scores, real, ids)[0]
     assert stats["same_word"] == pytest.approx(1.0)  # over rows whose word occurs again
     assert head_statistics(scores, real)[0]["same_word"] is None  # no ids, no same-word statistic
@@ -113,8 +118,16 @@ def test_head_patterns_cli_json(tiny_run, tmp_path):
         assert 0.0 <= h["normalized_entropy"] <= 1.0
         assert all(h[k] is None or 0.0 <= h[k] <= 1.0 for k in STAT_KEYS)
         assert all(isinstance(tok, str) and x >= 0 for tok, x in h["top_tokens"])
-        assert h["label"] in {"previous-token", "next-token", "self", "first-token", "same-word", "focused",
-                              "broad", "mixed"}
+        assert h["label"] in {
+            "previous-token",
+            "next-token",
+            "self",
+            "first-token",
+            "same-word",
+            "focused",
+            "broad",
+            "mixed",
+        }
     assert (tmp_path / "head_patterns.png").read_bytes()[:4] == b"\x89PNG"
     assert json.loads((tmp_path / "head_patterns.json").read_text())["heads"] == heads
 
@@ -132,8 +145,15 @@ def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
     entropies = {}
     for scale in ("layer_norm", "none"):
         run_dir = tmp_path / scale
-        result = train_tiny(run_dir, "epochs=2", "data.limit=400", "lr=0.01", "seed=1",
-                            "logger.attention.every_n_epochs=0", f"model.embedding_norm={scale}")
+        result = train_tiny(
+            run_dir,
+            "epochs=2",
+            "data.limit=400",
+            "lr=0.01",
+            "seed=1",
+            "logger.attention.every_n_epochs=0",
+            f"model.embedding_norm={scale}",
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         report = run_script("head_patterns.py", str(run_dir), "--texts", "40", "--json")
         assert report.returncode == 0, report.stderr[-2000:]

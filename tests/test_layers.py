@@ -9,8 +9,19 @@ from mha_project.model import build_classifier, encoder_blocks
 
 
 def model_cfg(**kw):
-    base = dict(max_len=12, embed_dim=16, num_layers=2, num_heads=4, key_dim=8, value_dim=None, ff_dim=32,
-                dropout=0.1, activation="gelu", use_bias=True, norm_first=False)
+    base = dict(
+        max_len=12,
+        embed_dim=16,
+        num_layers=2,
+        num_heads=4,
+        key_dim=8,
+        value_dim=None,
+        ff_dim=32,
+        dropout=0.1,
+        activation="gelu",
+        use_bias=True,
+        norm_first=False,
+    )
     base.update(kw)
     return OmegaConf.create(base)
 
@@ -62,14 +73,26 @@ def test_embedding_mask_and_short_inputs():
     assert np.asarray(emb.compute_mask(ids)).tolist() == [[True, True, False]]
 
 
-@pytest.mark.parametrize("layer", [
-    TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, name="e"),
-    EncoderBlock(num_heads=2, key_dim=3, value_dim=5, ff_dim=6, dropout=0.2, activation="relu",
-                 use_bias=False, norm_first=True, name="b"),
-    EncoderBlock(num_heads=2, key_dim=3, ff_dim=6, dropout=0.2, attention_dropout=0.0, name="a"),
-    MaskedMeanPooling(name="p"),
-    TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, cls_token=True, name="c"),
-])
+@pytest.mark.parametrize(
+    "layer",
+    [
+        TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, name="e"),
+        EncoderBlock(
+            num_heads=2,
+            key_dim=3,
+            value_dim=5,
+            ff_dim=6,
+            dropout=0.2,
+            activation="relu",
+            use_bias=False,
+            norm_first=True,
+            name="b",
+        ),
+        EncoderBlock(num_heads=2, key_dim=3, ff_dim=6, dropout=0.2, attention_dropout=0.0, name="a"),
+        MaskedMeanPooling(name="p"),
+        TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, cls_token=True, name="c"),
+    ],
+)
 def test_layer_config_round_trip(layer):
     config = keras.saving.serialize_keras_object(layer)
     clone = keras.saving.deserialize_keras_object(config)
@@ -123,7 +146,7 @@ def test_input_scale_round_trips_and_sets_the_first_attentions_input_scale(tmp_p
     model = build_classifier(model_cfg(embedding_norm=input_scale, embed_dim=32), vocab_size=50, num_classes=2)
     ids = np.random.default_rng(0).integers(1, 50, size=(8, 12)).astype("int32")
     x = np.asarray(model.get_layer("embedding")(ids))
-    rms = float(np.sqrt(np.mean(x ** 2)))
+    rms = float(np.sqrt(np.mean(x**2)))
     # What the first attention layer sees: unit scale with LayerNorm, ~0.03 * sqrt(32) with sqrt_dim,
     # Keras's +-0.05 uniform initialiser (rms ~0.04) without either.
     expected = {"layer_norm": (0.9, 1.1), "sqrt_dim": (0.1, 0.3), "none": (0.02, 0.08)}[input_scale]

@@ -11,8 +11,9 @@ pytestmark = pytest.mark.slow
 
 def test_benchmark_prints_well_formed_json():
     overrides = [o for o in TINY if not o.startswith("epochs=")]
-    result = run_script("benchmark.py", "--epochs", "2", "--variant", "model.attention_dropout=0 batch_size=16",
-                        *overrides)
+    result = run_script(
+        "benchmark.py", "--epochs", "2", "--variant", "model.attention_dropout=0 batch_size=16", *overrides
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     a, b = report["keras_io_style"]["examples_per_second"], report["project"]["examples_per_second"]
@@ -38,8 +39,9 @@ def test_benchmark_bad_variant_is_one_line():
 
 
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
-    result = train_tiny(tmp_path / "run", "trainer.distribution=mirrored", "trainer.cpu_devices=2",
-                        "logger.attention.every_n_epochs=0")
+    result = train_tiny(
+        tmp_path / "run", "trainer.distribution=mirrored", "trainer.cpu_devices=2", "logger.attention.every_n_epochs=0"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "distribution: mirrored · replicas 2 · global batch 32" in result.stdout
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

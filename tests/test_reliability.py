@@ -14,8 +14,13 @@ import pytest
 from conftest import ROOT, TINY, train_tiny
 from mha_project.io import write_json_atomic
 
-RESUME = [*TINY, "epochs=4", "data.limit=600", "trainer.early_stopping_patience=10",
-          "logger.attention.every_n_epochs=0"]
+RESUME = [
+    *TINY,
+    "epochs=4",
+    "data.limit=600",
+    "trainer.early_stopping_patience=10",
+    "logger.attention.every_n_epochs=0",
+]
 
 
 def history_epochs(path: Path) -> list[int]:
@@ -50,8 +55,9 @@ def test_sigkill_after_first_epoch_then_resume(tmp_path):
 
     # A resume with other settings would mix two models in one record: refused, nothing touched.
     history_before = (run_dir / "history.csv").read_bytes()
-    other = subprocess.run([*cmd, "dropout=0.5", "lr=0.05"], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=300)
+    other = subprocess.run(
+        [*cmd, "dropout=0.5", "lr=0.05"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert other.returncode == 2 and "holds a different run (model.dropout: 0.3 -> 0.5" in other.stderr
     assert (run_dir / "history.csv").read_bytes() == history_before
 
@@ -75,8 +81,7 @@ def test_sigkill_after_first_epoch_then_resume(tmp_path):
 def test_same_seed_deterministic_runs_give_identical_numbers(tmp_path):
     results = []
     for name in ("a", "b"):
-        result = train_tiny(tmp_path / name, "seed=7", "deterministic=true",
-                            "logger.tensorboard=false")
+        result = train_tiny(tmp_path / name, "seed=7", "deterministic=true", "logger.tensorboard=false")
         assert result.returncode == 0, result.stderr[-3000:]
         results.append(json.loads((tmp_path / name / "metrics.json").read_text()))
     for key in ("test_accuracy", "test_loss", "best_val_accuracy"):

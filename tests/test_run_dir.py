@@ -19,13 +19,27 @@ from mha_project.run_dir import differences, open_run_dir
 from mha_project.train import trim_history
 
 FAST = [*TINY, "logger.attention.every_n_epochs=0"]
-RECORD = ("metrics.json", "model.keras", "vocab.txt", "history.csv", "run.json", ".hydra/config.yaml",
-          ".hydra/overrides.yaml", "checkpoints/best.weights.h5")
+RECORD = (
+    "metrics.json",
+    "model.keras",
+    "vocab.txt",
+    "history.csv",
+    "run.json",
+    ".hydra/config.yaml",
+    ".hydra/overrides.yaml",
+    "checkpoints/best.weights.h5",
+)
 
 
 def cfg(**changes):
-    base = {"data": {"name": "fine_foods", "vocab_size": 400}, "model": {"num_heads": 2, "dropout": 0.1},
-            "trainer": {"lr": 0.002}, "seed": 1, "deterministic": False, "logger": {"tensorboard": True}}
+    base = {
+        "data": {"name": "fine_foods", "vocab_size": 400},
+        "model": {"num_heads": 2, "dropout": 0.1},
+        "trainer": {"lr": 0.002},
+        "seed": 1,
+        "deterministic": False,
+        "logger": {"tensorboard": True},
+    }
     c = OmegaConf.create(base)
     for key, value in changes.items():
         OmegaConf.update(c, key, value)
@@ -37,6 +51,7 @@ def snapshot(run_dir: Path) -> dict:
 
 
 # ---- fast: the mechanism in-process ---------------------------------------------------------------
+
 
 def test_same_identity_reopens_and_other_identity_is_refused_naming_the_key(tmp_path):
     record = open_run_dir(tmp_path, cfg())
@@ -99,6 +114,7 @@ def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
 
 # ---- slow: through the real CLI -------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("finished") / "run"
@@ -114,11 +130,14 @@ def copy_of(run_dir: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("overrides,named", [
-    (["lr=1e-12"], "trainer.lr: 0.002 -> 1e-12"),
-    (["heads=4", "data.vocab_size=300"], "data.vocab_size: 400 -> 300"),
-    (["model.activation=relux"], "model.activation=relux is invalid"),
-])
+@pytest.mark.parametrize(
+    "overrides,named",
+    [
+        (["lr=1e-12"], "trainer.lr: 0.005 -> 1e-12"),
+        (["heads=4", "data.vocab_size=300"], "data.vocab_size: 400 -> 300"),
+        (["model.activation=relux"], "model.activation=relux is invalid"),
+    ],
+)
 def test_rerun_with_other_settings_is_refused_and_changes_nothing(finished_run, tmp_path, overrides, named):
     run_dir = copy_of(finished_run, tmp_path)
     before = snapshot(run_dir)
@@ -153,8 +172,8 @@ def test_kill_after_save_resumes_without_training_again(finished_run, tmp_path):
     result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resuming" in result.stdout and "after stage 'saved'" in result.stdout
-    assert "Epoch " not in result.stdout                        # no epoch trained again
-    assert (run_dir / "history.csv").read_bytes() == history    # no duplicated rows
+    assert "Epoch " not in result.stdout  # no epoch trained again
+    assert (run_dir / "history.csv").read_bytes() == history  # no duplicated rows
     assert (run_dir / "export" / "saved_model.pb").exists()
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["test_accuracy"] == state["results"]["test_accuracy"]
@@ -175,8 +194,14 @@ def test_overwrite_true_replaces_the_run(finished_run, tmp_path):
 @pytest.mark.slow
 def test_two_processes_on_one_run_dir(tmp_path):
     run_dir = tmp_path / "run"
-    args = [sys.executable, str(ROOT / "scripts" / "train.py"), *FAST, "epochs=3", "data.limit=600",
-            f"hydra.run.dir={run_dir}"]
+    args = [
+        sys.executable,
+        str(ROOT / "scripts" / "train.py"),
+        *FAST,
+        "epochs=3",
+        "data.limit=600",
+        f"hydra.run.dir={run_dir}",
+    ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     first = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -192,3 +217,30 @@ def test_two_processes_on_one_run_dir(tmp_path):
             first.send_signal(signal.SIGKILL)
     with open(run_dir / "history.csv") as f:
         assert sum(line.startswith("epoch,") for line in f) == 1  # one writer, one header
+
+
+def test_a_run_that_never_trained_can_be_replaced_without_overwrite(tmp_path):
+    record = open_run_dir(tmp_path, cfg())
+    record.close()
+    (tmp_path / "vocab.txt").write_text("stale\n")  # written before a later check failed
+    record = open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}))
+    assert record.stage == "started" and not (tmp_path / "vocab.txt").exists()
+    record.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides,needle",
+    [
+        (["model.activation=bogus"], "model.activation=bogus is invalid"),
+        (["trainer.validations_per_epoch=1000"], "trainer.validations_per_epoch=1000 is invalid"),
+        (["batch_size=1", "trainer.distribution=mirrored", "trainer.cpu_devices=2"], "batch_size=1 is invalid with 2"),
+    ],
+)
+def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_dir(tmp_path, overrides, needle):
+    run_dir = tmp_path / "run"
+    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", *overrides)
+    assert result.returncode == 2 and needle in result.stderr and "Traceback" not in result.stderr
+    assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
+    fixed = train_tiny(run_dir, "logger.attention.every_n_epochs=0")  # the corrected command just runs
+    assert fixed.returncode == 0, fixed.stderr[-2000:]

@@ -21,7 +21,9 @@ TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
 def sweep_dir(tmp_path_factory) -> Path:
     """heads=0 (fails validation), 1 and 2: two finished jobs and one failed, by the real CLI."""
     path = tmp_path_factory.mktemp("sweep") / "s"
-    result = run_script("train.py", "-m", "heads=0,1,2", *TINY_ANY_HEADS, *QUIET, f"hydra.sweep.dir={path}", timeout=600)
+    result = run_script(
+        "train.py", "-m", "heads=0,1,2", *TINY_ANY_HEADS, *QUIET, f"hydra.sweep.dir={path}", timeout=600
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return path
 
@@ -61,8 +63,16 @@ def test_sweep_report(sweep_dir):
 def test_submitit_local_launcher_runs_each_job_in_its_own_dir(tmp_path):
     """The same launcher family as SLURM (hydra-submitit-launcher), as local processes."""
     sweep = tmp_path / "s"
-    result = run_script("train.py", "-m", "seed=1,2", *TINY, *QUIET, "hydra/launcher=submitit_local",
-                        f"hydra.sweep.dir={sweep}", timeout=600)
+    result = run_script(
+        "train.py",
+        "-m",
+        "seed=1,2",
+        *TINY,
+        *QUIET,
+        "hydra/launcher=submitit_local",
+        f"hydra.sweep.dir={sweep}",
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     seeds = {json.loads((sweep / job / "metrics.json").read_text())["hparams"]["seed"] for job in ("0", "1")}
     assert seeds == {1, 2}
@@ -72,8 +82,13 @@ def fake_job(sweep: Path, num: int, overrides: list[str], val: float, test: floa
     job = sweep / str(num)
     (job / ".hydra").mkdir(parents=True)
     (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
-    metrics = {"best_val_accuracy": val, "test_accuracy": test, "params": 100, "train_seconds": seconds,
-               "epochs_run": 2}
+    metrics = {
+        "best_val_accuracy": val,
+        "test_accuracy": test,
+        "params": 100,
+        "train_seconds": seconds,
+        "epochs_run": 2,
+    }
     (job / "metrics.json").write_text(json.dumps(metrics))
 
 
@@ -113,8 +128,16 @@ def test_report_without_repeated_seeds_has_no_summary(tmp_path):
 @pytest.mark.slow
 def test_optuna_sweep_of_two_trials(tmp_path):
     path = tmp_path / "optuna"
-    result = run_script("train.py", "-m", "hparams_search=optuna", "hydra.sweeper.n_trials=2", *TINY, *QUIET,
-                        f"hydra.sweep.dir={path}", timeout=600)
+    result = run_script(
+        "train.py",
+        "-m",
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=2",
+        *TINY,
+        *QUIET,
+        f"hydra.sweep.dir={path}",
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     trials = sorted(path.glob("*/metrics.json"))
     assert len(trials) == 2
@@ -125,9 +148,21 @@ def test_optuna_sweep_of_two_trials(tmp_path):
 
 def tiny_model(heads=3, layers=2):
     keras.utils.set_random_seed(0)
-    cfg = OmegaConf.create(dict(max_len=10, embed_dim=12, num_layers=layers, num_heads=heads, key_dim=4,
-                                value_dim=None, ff_dim=16, dropout=0.0, activation="gelu", use_bias=True,
-                                norm_first=False))
+    cfg = OmegaConf.create(
+        dict(
+            max_len=10,
+            embed_dim=12,
+            num_layers=layers,
+            num_heads=heads,
+            key_dim=4,
+            value_dim=None,
+            ff_dim=16,
+            dropout=0.0,
+            activation="gelu",
+            use_bias=True,
+            norm_first=False,
+        )
+    )
     return build_classifier(cfg, vocab_size=30, num_classes=2)
 
 

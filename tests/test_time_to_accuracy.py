@@ -2,8 +2,6 @@
 
 import json
 
-import pytest
-
 from conftest import run_script
 
 
@@ -15,8 +13,12 @@ def fake_run(path, val_accuracies, seconds):
     rows = ["epoch,accuracy,elapsed_seconds,loss,val_accuracy,val_loss"]
     rows += [f"{i},0.9,{s},0.3,{v},0.4" for i, (v, s) in enumerate(zip(val_accuracies, seconds))]
     (path / "history.csv").write_text("\n".join(rows) + "\n")
-    metrics = {"best_val_accuracy": max(val_accuracies), "test_accuracy": 0.85, "train_examples_per_second": 120.5,
-               "epochs_run": len(val_accuracies)}
+    metrics = {
+        "best_val_accuracy": max(val_accuracies),
+        "test_accuracy": 0.85,
+        "train_examples_per_second": 120.5,
+        "epochs_run": len(val_accuracies),
+    }
     (path / "metrics.json").write_text(json.dumps(metrics))
     return path
 

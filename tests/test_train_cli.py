@@ -11,21 +11,48 @@ from conftest import run_script, train_tiny
 
 pytestmark = pytest.mark.slow
 
-METRIC_KEYS = {"test_accuracy", "test_loss", "best_val_accuracy", "epochs_run", "train_seconds",
-               "train_examples_per_second", "params", "dataset", "num_classes", "class_names", "hparams"}
+METRIC_KEYS = {
+    "test_accuracy",
+    "test_loss",
+    "best_val_accuracy",
+    "epochs_run",
+    "train_seconds",
+    "train_examples_per_second",
+    "params",
+    "dataset",
+    "num_classes",
+    "class_names",
+    "hparams",
+}
 
 
 def test_run_directory_is_complete(tiny_run: Path):
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     assert METRIC_KEYS <= set(metrics)
     assert metrics["dataset"] == "fine_foods" and metrics["class_names"] == ["great", "other"]
-    assert metrics["hparams"] == {"heads": 2, "key_dim": 8, "value_dim": None, "dropout": 0.2, "layers": 1,
-                                  "embed_dim": 16, "ff_dim": 16, "seq_len": 32, "batch_size": 32,
-                                  "lr": 0.002, "seed": 42}
+    assert metrics["hparams"] == {
+        "heads": 2,
+        "key_dim": 8,
+        "value_dim": None,
+        "dropout": 0.2,
+        "layers": 1,
+        "embed_dim": 16,
+        "ff_dim": 16,
+        "seq_len": 32,
+        "batch_size": 32,
+        "lr": 0.002,
+        "seed": 42,
+    }
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0
     assert metrics["train_examples_per_second"] > 0 and metrics["test_examples"] == 160
-    for name in (".hydra/config.yaml", "model.keras", "vocab.txt", "history.csv", "checkpoints/best.weights.h5",
-                 "export/saved_model.pb"):
+    for name in (
+        ".hydra/config.yaml",
+        "model.keras",
+        "vocab.txt",
+        "history.csv",
+        "checkpoints/best.weights.h5",
+        "export/saved_model.pb",
+    ):
         assert (tiny_run / name).exists(), name
     assert list((tiny_run / "tensorboard" / "train").glob("events.out.tfevents.*"))
     assert not (tiny_run / "backup").exists()  # BackupAndRestore cleans up after a finished run
@@ -60,6 +87,7 @@ def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
     import keras
 
     import mha_project.layers  # noqa: F401
+
     model = keras.saving.load_model(tiny_run / "model.keras")
     mha = model.get_layer("encoder_0").attention
     assert (mha.num_heads, mha.key_dim, mha.value_dim) == (2, 8, 8)  # heads=2 key_dim=8 in TINY

@@ -1,0 +1,22 @@
+# Shortcuts; each line is the command it names, so nothing here is needed to use the project.
+.PHONY: install lint format test test-full train-debug
+
+install:        ## the README's install command
+	pip install -e ".[dev]"
+
+lint:           ## what CI checks before the tests
+	ruff check .
+	ruff format --check .
+
+format:         ## fix import order and formatting in place
+	ruff check --fix .
+	ruff format .
+
+test:           ## fast tier: unit tests, about a minute
+	python -m pytest -m "not slow"
+
+test-full:      ## everything CI runs, end-to-end CLI runs included
+	python -m pytest
+
+train-debug:    ## a tiny training run in seconds
+	python scripts/train.py debug=tiny
