@@ -5,5 +5,9 @@ class UserError(Exception):
     """Something the user can fix: a bad value, a missing file, a run that diverged."""
 
 
+class RunDirRefused(UserError):
+    """The run directory holds another run, or another process is using it: it must not be written."""
+
+
 class ConfigError(UserError, ValueError):
     """A configuration value that is out of range or names something that does not exist."""

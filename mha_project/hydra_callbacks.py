@@ -22,3 +22,20 @@ class ValidateConfig(Callback):
             validate_config(config)
         except ConfigError as err:
             fail(str(err))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        # The Optuna sweeper opens its study (sqlite in the sweep dir, configs/hparams_search/optuna.yaml)
+        # before the launcher creates the sweep dir.
+        from pathlib import Path
+
+        Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        # Each failed job records failure.json and the sweep goes on (train.run_from_cli); a sweep in which
+        # no job finished must still end with a non-zero exit status, or scripts and CI read it as success.
+        from pathlib import Path
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        failed = list(sweep_dir.glob("*/failure.json"))
+        if failed and not any(sweep_dir.glob("*/metrics.json")):
+            fail(f"every job of the sweep failed ({len(failed)} failure.json files in {sweep_dir})", code=1)

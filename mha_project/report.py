@@ -22,11 +22,16 @@ def collect_jobs(sweep_dir) -> list[dict]:
     if not sweep_dir.is_dir():
         raise UserError(f"sweep dir {sweep_dir} does not exist or is not a directory")
     jobs = []
-    for hydra_dir in sorted(sweep_dir.glob("*/.hydra"), key=lambda p: _job_sort_key(p.parent.name)):
-        job_dir = hydra_dir.parent
-        overrides = _read_overrides(hydra_dir / "overrides.yaml")
-        row = {"job": job_dir.name, "overrides": overrides, "status": "finished", "reason": ""}
+    # A job that failed its checks has failure.json (with its overrides) but no .hydra/: train() writes
+    # .hydra/ only once a run's settings are accepted.
+    job_dirs = {p.parent for pattern in ("*/.hydra", "*/failure.json") for p in sweep_dir.glob(pattern)}
+    for job_dir in sorted(job_dirs, key=lambda p: _job_sort_key(p.name)):
         metrics_file, failure_file = job_dir / "metrics.json", job_dir / "failure.json"
+        if (job_dir / ".hydra" / "overrides.yaml").exists():
+            overrides = _read_overrides(job_dir / ".hydra" / "overrides.yaml")
+        else:
+            overrides = _parse_overrides(json.loads(failure_file.read_text()).get("overrides") or [])
+        row = {"job": job_dir.name, "overrides": overrides, "status": "finished", "reason": ""}
         if metrics_file.exists():
             metrics = json.loads(metrics_file.read_text())
             row.update({k: metrics.get(k) for k in METRIC_COLUMNS})
@@ -198,8 +203,12 @@ def write_report(sweep_dir) -> dict:
 def _read_overrides(path: Path) -> dict:
     if not path.exists():
         return {}
+    return _parse_overrides(yaml.safe_load(path.read_text()) or [])
+
+
+def _parse_overrides(items: list) -> dict:
     overrides = {}
-    for item in yaml.safe_load(path.read_text()) or []:
+    for item in items:
         key, _, value = str(item).partition("=")
         if key.startswith(("hydra.", "hydra/", "experiment", "hparams_search")):
             continue

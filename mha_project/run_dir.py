@@ -28,7 +28,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from mha_project.errors import UserError
+from mha_project.errors import RunDirRefused
 from mha_project.io import write_json_atomic
 
 IDENTITY_FILE = "run.json"
@@ -113,7 +113,7 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
         stored = _read_identity(path)
         if stored is None and _has_run_files(path):
             if not overwrite:
-                raise UserError(
+                raise RunDirRefused(
                     f"{path} holds a run without {IDENTITY_FILE} (written by an older mha-project "
                     "or by hand), so it cannot be resumed safely; use a new hydra.run.dir, or add "
                     "overwrite=true to replace it"
@@ -124,7 +124,7 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
         if stored is not None and (stored.get("fingerprint") != fp or overwrite):
             if not overwrite:
                 diff = "; ".join(differences(stored.get("config") or {}, ident))
-                raise UserError(
+                raise RunDirRefused(
                     f"{path} holds a different run ({diff}); use a new hydra.run.dir, or add "
                     "overwrite=true to replace it"
                 )
@@ -152,7 +152,7 @@ def _lock(path: Path) -> int:
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        raise UserError(
+        raise RunDirRefused(
             f"{path} is in use by another training process (pid {holder}); wait for it to "
             "finish, or use a new hydra.run.dir"
         ) from None
@@ -171,7 +171,7 @@ def _read_identity(path: Path) -> dict | None:
             raise ValueError("no fingerprint")
         return stored
     except (ValueError, OSError) as err:
-        raise UserError(
+        raise RunDirRefused(
             f"{file} is unreadable ({err}); use a new hydra.run.dir, or add overwrite=true to replace the run"
         ) from None
 

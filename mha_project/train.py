@@ -27,7 +27,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from mha_project.config import validate_config
-from mha_project.errors import ConfigError, UserError
+from mha_project.errors import ConfigError, RunDirRefused, UserError
 
 HPARAM_KEYS = (
     "heads",
@@ -385,10 +385,16 @@ def run_from_cli(cfg: DictConfig):
                 fail(str(err))
             raise
         reason = str(err) if user_error else f"{type(err).__name__}: {err}"
-        write_json_atomic(
-            _hydra_run_dir() / "failure.json",
-            {"status": "failed", "reason": reason, "traceback": None if user_error else traceback.format_exc()},
-        )
+        if not isinstance(err, RunDirRefused):  # a refused dir holds another run: leave it as it is
+            write_json_atomic(
+                _hydra_run_dir() / "failure.json",
+                {
+                    "status": "failed",
+                    "reason": reason,
+                    "overrides": list(HydraConfig.get().overrides.task),
+                    "traceback": None if user_error else traceback.format_exc(),
+                },
+            )
         print(f"error: job {HydraConfig.get().job.num} failed: {reason}", flush=True)
         return float("nan")
     if cfg.optimized_metric:

@@ -54,7 +54,7 @@ def test_sweep_report(sweep_dir):
     assert status["0"][0] == "failed" and "must be an integer >= 1" in status["0"][1]
     assert status["7"][0] == "unfinished"
     report = (sweep_dir / "report.md").read_text()
-    assert "| job | heads |" in report and "epochs=1" in report  # swept column; fixed values listed once
+    assert "| job | heads |" in report and "debug=tiny" in report  # swept column; fixed values listed once
     assert (sweep_dir / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert "4 jobs, 2 failed or unfinished" in result.stdout
 
@@ -199,3 +199,30 @@ def test_head_importance_cli(tiny_run):
     assert np.array(saved["without_head"]).shape == (1, 2)
     assert (tiny_run / "head_importance" / "head_importance.png").read_bytes()[:4] == b"\x89PNG"
     assert list((tiny_run / "tensorboard" / "head_importance").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.slow
+def test_optuna_study_is_stored_in_the_sweep_dir_and_a_rerun_continues_it(tmp_path):
+    import optuna
+
+    path = tmp_path / "optuna"
+    args = ["-m", "hparams_search=optuna", "hydra.sweeper.n_trials=1", *TINY, *QUIET, f"hydra.sweep.dir={path}"]
+    outputs = []
+    for _ in range(2):  # the second command is what a user types after a killed sweep
+        result = run_script("train.py", *args, timeout=600)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        outputs.append(result.stdout)
+    study = optuna.load_study(study_name="heads_key_dim_dropout", storage=f"sqlite:///{path}/optuna.db")
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]  # the rerun added to the study
+    # The seeded sampler proposes the same first point again; its run dir (named by the parameters) is
+    # finished, so it is reported, not trained again (a trial killed mid-training would resume instead).
+    assert study.trials[0].params == study.trials[1].params and study.trials[0].value == study.trials[1].value
+    assert "already finished" in outputs[1] and "Epoch " not in outputs[1]
+    assert len(list(path.glob("*/metrics.json"))) == 1
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_every_job_failed_exits_non_zero(tmp_path):
+    result = run_script("train.py", "-m", "heads=0,-1", *TINY, *QUIET, f"hydra.sweep.dir={tmp_path / 's'}")
+    assert result.returncode == 1
+    assert "every job of the sweep failed (2 failure.json files" in result.stderr and "Traceback" not in result.stderr
