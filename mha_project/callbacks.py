@@ -107,7 +107,10 @@ class AttentionLogger(keras.callbacks.Callback):
 
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
         self.vectorizer = vectorizer
-        self.texts = list(texts)
+        # A probe with no tokens (empty, or punctuation only) has no attention to draw: leave it out.
+        keep = [i for i, row in enumerate(encode(list(texts), vectorizer, seq_len)) if len(row) > 0]
+        self.texts = [list(texts)[i] for i in keep]
+        labels = None if labels is None else [labels[i] for i in keep]
         self.labels = labels
         self.class_names = class_names
         self.seq_len = seq_len

@@ -208,6 +208,12 @@ def validate_config(cfg: DictConfig) -> None:
         if not good:
             where = "" if shown == key else f" ({key})"
             raise ConfigError(f"{shown}={_fmt(value)}{where} is invalid: must be {allowed}")
+    for text in cfg.logger.attention.probe_texts:
+        if not _has_words(text):
+            raise ConfigError(
+                f"logger.attention.probe_texts has {text!r}, which has no words after lower-casing and "
+                "removing punctuation (as TextVectorization does): give probes with words"
+            )
     if cfg.data.seq_len > cfg.model.max_len:
         raise ConfigError(
             f"data.seq_len={cfg.data.seq_len} is invalid: must be <= model.max_len={cfg.model.max_len} "
@@ -249,24 +255,38 @@ def unknown_keys(cfg, schema, prefix: str = "") -> list[str]:
 def check_folder_dataset(path) -> list[str]:
     """The class folders of an aclImdb-style dataset; ConfigError if it cannot be trained on.
 
-    Folders present in only one split (aclImdb's train/unsup) are not classes.
+    Folders present in only one split (aclImdb's train/unsup) are not classes; hidden folders
+    (``.ipynb_checkpoints``) never are. Files count by Keras's rule: ``.txt`` in any letter case.
     """
     classes = {}
     for split in ("train", "test"):
         root = os.path.join(path, split)
-        classes[split] = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+        classes[split] = sorted(
+            d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
+        )
     common = [c for c in classes["train"] if c in classes["test"]]
+    test_only = [c for c in classes["test"] if c not in common]
+    if test_only and len(common) >= 2:
+        print(f"notice: data.path={path}: test/{', test/'.join(test_only)} has no train/ twin and is ignored")
     if len(common) < 2:
         raise ConfigError(
             f"data.path={path}: need at least 2 class folders present in both train/ and test/; "
             f"train/ has [{', '.join(classes['train'])}], test/ has [{', '.join(classes['test'])}]"
         )
     for split in ("train", "test"):
-        if not any(name.endswith(".txt") for c in common for name in os.listdir(os.path.join(path, split, c))):
+        if not any(name.lower().endswith(".txt") for c in common for name in os.listdir(os.path.join(path, split, c))):
             raise ConfigError(
                 f"data.path={path}: {split}/ has no .txt files in its class folders [{', '.join(common)}]"
             )
     return common
+
+
+def _has_words(text: str) -> bool:
+    """Whether Keras's default standardisation (lower case, strip ASCII punctuation) leaves a token."""
+    import re
+    import string
+
+    return bool(re.sub(f"[{re.escape(string.punctuation)}]", " ", str(text)).split())
 
 
 def _fmt(value) -> str:

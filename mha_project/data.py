@@ -55,6 +55,11 @@ def load_dataset(data_cfg, seed: int) -> TextSplits:
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(train_texts))
     n_val = max(1, int(round(len(order) * data_cfg.val_fraction)))
+    if n_val >= len(order):
+        raise ConfigError(
+            f"data.val_fraction={data_cfg.val_fraction} leaves no training texts: {len(order)} texts in train/, "
+            f"{n_val} of them for validation; lower data.val_fraction or add texts"
+        )
     val_idx, train_idx = order[:n_val], order[n_val:]
     test_idx = rng.permutation(len(test_texts))
     limit = data_cfg.limit
@@ -135,14 +140,19 @@ def _load_folder(data_cfg):
     root = Path(data_cfg.path)
     class_names = check_folder_dataset(root)
     splits = []
+    import tensorflow as tf
+
     for split in ("train", "test"):
         ds = keras.utils.text_dataset_from_directory(
             root / split, labels="inferred", class_names=class_names, batch_size=None, shuffle=False, verbose=False
         )
         texts, labels = [], []
-        for text, label in ds.as_numpy_iterator():
-            texts.append(text.decode("utf-8", errors="replace"))
-            labels.append(int(label))
+        try:
+            for text, label in ds.as_numpy_iterator():
+                texts.append(text.decode("utf-8", errors="replace"))
+                labels.append(int(label))
+        except tf.errors.OpError as err:  # an unreadable file: name it instead of a TF traceback
+            raise ConfigError(f"data.path={root}: {split}/ cannot be read: {err.message.splitlines()[0]}") from None
         splits.append((texts, np.array(labels, "int32")))
     return splits[0], splits[1], class_names
 

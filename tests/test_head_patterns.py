@@ -160,3 +160,14 @@ def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
         entropies[scale] = [h["normalized_entropy"] for h in json.loads(report.stdout)["heads"]]
     assert min(entropies["none"]) > 0.999
     assert min(entropies["layer_norm"]) < 0.95
+
+
+def test_attention_logger_leaves_out_probes_without_tokens(tmp_path):
+    from mha_project.callbacks import AttentionLogger
+    from mha_project.data import make_vectorizer
+
+    vectorizer = make_vectorizer(["great coffee", "bad tea"], vocab_size=10)
+    logger = AttentionLogger(
+        tmp_path, vectorizer, ["", "great coffee", "?!", "bad tea"], seq_len=8, labels=[0, 1, 0, 1]
+    )
+    assert logger.texts == ["great coffee", "bad tea"] and logger.labels == [1, 1]
