@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mha_project.errors import UserError
 from mha_project.model import encoder_blocks
 
 
@@ -108,6 +109,8 @@ def run_head_importance(run_dir, out=None) -> dict:
     )
     result = head_importance(run.model, val)
     out_dir = run.path / "head_importance" if out is None else Path(out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out={out_dir} is a file: --out takes a folder (it gets head_importance.png, .md, .json)")
     title = f"head importance on {len(data.val_texts)} validation texts (baseline {result['baseline']:.4f})"
     png = figure_to_png(importance_figure(result, title))
     write_bytes_atomic(out_dir / "head_importance.png", png)

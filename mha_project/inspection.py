@@ -11,6 +11,10 @@ from mha_project.run import load_run
 
 
 def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max_tokens: int = 24) -> dict:
+    if max_tokens < 1:
+        raise UserError(f"--max-tokens={max_tokens} is invalid: must be an integer >= 1")
+    if top_k < 1:
+        raise UserError(f"--top={top_k} is invalid: must be an integer >= 1")
     if not text or not text.strip():
         raise UserError('text is empty: give the sentence to inspect, e.g. "a lovely, fresh coffee"')
     run = load_run(run_dir)
@@ -41,6 +45,8 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
             top.append({"layer": l, "head": h, "tokens": [(tokens[i], float(received[i])) for i in order]})
 
     out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
+    if out and out_path.is_dir():  # --out DIR: the default file name inside it
+        out_path = out_path / f"attention_{_slug(text)}.png"
     fig = attention_grid(
         [s[0] for s in scores],
         tokens,
@@ -77,5 +83,8 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
 
 
 def _slug(text: str) -> str:
-    keep = "".join(ch if ch.isalnum() else "_" for ch in text.strip()[:40])
-    return keep.strip("_") or "text"
+    """A file-name-safe stem; a short hash keeps texts with the same readable part (emoji only, say) apart."""
+    import hashlib
+
+    keep = "".join(ch if ch.isalnum() else "_" for ch in text.strip()[:40]).strip("_") or "text"
+    return f"{keep}_{hashlib.sha1(text.encode()).hexdigest()[:6]}"

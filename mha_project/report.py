@@ -33,8 +33,11 @@ def collect_jobs(sweep_dir) -> list[dict]:
             overrides = _parse_overrides(json.loads(failure_file.read_text()).get("overrides") or [])
         row = {"job": job_dir.name, "overrides": overrides, "status": "finished", "reason": ""}
         if metrics_file.exists():
-            metrics = json.loads(metrics_file.read_text())
-            row.update({k: metrics.get(k) for k in METRIC_COLUMNS})
+            try:
+                metrics = json.loads(metrics_file.read_text())
+                row.update({k: metrics.get(k) for k in METRIC_COLUMNS})
+            except (ValueError, AttributeError) as err:  # one damaged job must not hide the others
+                row.update(status="damaged", reason=f"metrics.json unreadable: {err}")
         elif failure_file.exists():
             row.update(status="failed", reason=json.loads(failure_file.read_text()).get("reason", ""))
         else:
@@ -245,6 +248,8 @@ def time_to_accuracy(run_dir, target: float) -> dict:
     from mha_project.train import read_history
 
     run_dir = check_run_dir(run_dir)
+    if not (run_dir / "history.csv").is_file():
+        raise UserError(f"{run_dir} has no history.csv: time to accuracy is read from its per-epoch rows")
     rows = read_history(run_dir / "history.csv")
     if not rows or "elapsed_seconds" not in rows[0]:
         raise UserError(f"{run_dir}/history.csv has no elapsed_seconds column (written by runs since 2026-11-29)")

@@ -43,6 +43,8 @@ def main() -> None:
         help="extra settings for an additional project-pipeline model, e.g. trainer.jit_compile=true",
     )
     args = parser.parse_args()
+    if args.epochs < 1:
+        fail(f"--epochs={args.epochs} is invalid: must be an integer >= 1")
     register_configs()
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):

@@ -173,3 +173,28 @@ def test_damaged_run_dirs_give_one_line(tiny_run, tmp_path, case, needle):
     shutil.copytree(tiny_run, run_dir)
     damage(run_dir, case)
     assert_clean_failure(run_script("evaluate.py", str(run_dir)), needle)
+
+
+@pytest.mark.slow
+def test_tools_refuse_bad_arguments_in_one_line(tiny_run, tmp_path):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    cases = [
+        (("inspect_attention.py", str(tiny_run), "great coffee", "--max-tokens", "0"), "--max-tokens=0 is invalid"),
+        (("head_importance.py", str(tiny_run), "--out", str(a_file)), "is a file: --out takes a folder"),
+        (("benchmark.py", "--epochs", "0"), "--epochs=0 is invalid"),
+    ]
+    for args, needle in cases:
+        assert_clean_failure(run_script(*args), needle)
+    no_history = tmp_path / "run"
+    shutil.copytree(tiny_run, no_history)
+    (no_history / "history.csv").unlink()
+    assert_clean_failure(run_script("time_to_accuracy.py", str(no_history)), "has no history.csv")
+
+
+@pytest.mark.slow
+def test_inspect_out_directory_and_texts_with_the_same_readable_part(tiny_run, tmp_path):
+    for text in ("🙂🙂", "😡😡"):
+        result = run_script("inspect_attention.py", str(tiny_run), f"great {text}", "--out", str(tmp_path))
+        assert result.returncode == 0, result.stderr[-2000:]
+    assert len(list(tmp_path.glob("attention_great_*.png"))) == 2  # neither overwrote the other

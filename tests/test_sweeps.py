@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from conftest import TINY, run_script
 from mha_project.head_importance import head_importance, masked_copy, set_head_mask
 from mha_project.model import build_classifier, encoder_blocks
+from mha_project.report import collect_jobs
 
 QUIET = ["logger.attention.every_n_epochs=0"]
 TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
@@ -226,3 +227,12 @@ def test_a_sweep_whose_every_job_failed_exits_non_zero(tmp_path):
     result = run_script("train.py", "-m", "heads=0,-1", *TINY, *QUIET, f"hydra.sweep.dir={tmp_path / 's'}")
     assert result.returncode == 1
     assert "every job of the sweep failed (2 failure.json files" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_report_keeps_going_past_a_damaged_metrics_file(tmp_path):
+    fake_job(tmp_path, 0, ["heads=1"], 0.7, 0.7)
+    fake_job(tmp_path, 1, ["heads=2"], 0.8, 0.8)
+    (tmp_path / "1" / "metrics.json").write_text("{garbage")
+    jobs = {j["job"]: j for j in collect_jobs(tmp_path)}
+    assert jobs["0"]["status"] == "finished" and jobs["0"]["test_accuracy"] == 0.7
+    assert jobs["1"]["status"] == "damaged" and "metrics.json unreadable" in jobs["1"]["reason"]
