@@ -54,7 +54,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
 
     import keras
 
-    from mha_project.data import load_dataset, make_pipeline, make_vectorizer
+    from mha_project.data import load_dataset, make_vectorizer, pipeline_from_cfg
     from mha_project.model import build_classifier
 
     warnings.filterwarnings("ignore", message="Your input ran out of data")
@@ -82,17 +82,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
         # The precision policy is global in Keras: each model is built under its own, then it is reset.
         keras.mixed_precision.set_global_policy(run_cfg.trainer.precision)
         keras.utils.set_random_seed(cfg.seed)
-        ds = make_pipeline(
-            data.train_texts,
-            data.train_labels,
-            vectorizer,
-            run_cfg.data.seq_len,
-            run_cfg.trainer.batch_size,
-            shuffle=True,
-            seed=cfg.seed,
-            bucketing=run_cfg.data.bucketing,
-            bucket_width=run_cfg.data.get("bucket_width"),
-        )
+        ds = pipeline_from_cfg(run_cfg, data.train_texts, data.train_labels, vectorizer, shuffle=True)
         model = build_classifier(run_cfg.model, vocab_size, data.num_classes)
         _compile(model, run_cfg, project=True)
         model.fit(ds, epochs=1, verbose=0)  # warm-up: tracing every bucket shape, filling the cache

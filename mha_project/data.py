@@ -224,6 +224,22 @@ def bucket_boundaries(seq_len: int, width: int | None = None) -> list[int]:
     return bounds + [seq_len]
 
 
+def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool):
+    """``make_pipeline`` with a run's own settings (seq_len, batch size, seed, buckets): training,
+    evaluation, head importance and the benchmark all batch a run's texts exactly the same way."""
+    return make_pipeline(
+        texts,
+        labels,
+        vectorizer,
+        int(cfg.data.seq_len),
+        int(cfg.trainer.batch_size),
+        shuffle=shuffle,
+        seed=int(cfg.seed),
+        bucketing=bool(cfg.data.bucketing),
+        bucket_width=cfg.data.get("bucket_width"),
+    )
+
+
 def make_pipeline(
     texts,
     labels,

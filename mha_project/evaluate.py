@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from mha_project.data import load_dataset, make_pipeline
+from mha_project.data import load_dataset, pipeline_from_cfg
 from mha_project.run import load_run
 
 
 def evaluate_run(run_dir) -> dict:
     run = load_run(run_dir)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
-    test_ds = make_pipeline(
-        data.test_texts,
-        data.test_labels,
-        run.vectorizer,
-        run.seq_len,
-        int(run.cfg.trainer.batch_size),
-        shuffle=False,
-        seed=int(run.cfg.seed),
-        bucketing=bool(run.cfg.data.bucketing),
-        bucket_width=run.cfg.data.get("bucket_width"),
-    )
+    test_ds = pipeline_from_cfg(run.cfg, data.test_texts, data.test_labels, run.vectorizer, shuffle=False)
     run.model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     loss, accuracy = run.model.evaluate(test_ds, verbose=0)
     return {

@@ -91,22 +91,14 @@ def importance_figure(result: dict, title: str):
 
 
 def run_head_importance(run_dir, out=None) -> dict:
-    from mha_project.data import load_dataset, make_pipeline
+    from mha_project.data import load_dataset, pipeline_from_cfg
     from mha_project.io import write_bytes_atomic, write_json_atomic, write_text_atomic
     from mha_project.plots import figure_to_png
     from mha_project.run import load_run
 
     run = load_run(run_dir)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
-    val = make_pipeline(
-        data.val_texts,
-        data.val_labels,
-        run.vectorizer,
-        run.seq_len,
-        int(run.cfg.trainer.batch_size),
-        shuffle=False,
-        seed=0,
-    )
+    val = pipeline_from_cfg(run.cfg, data.val_texts, data.val_labels, run.vectorizer, shuffle=False)
     result = head_importance(run.model, val)
     out_dir = run.path / "head_importance" if out is None else Path(out)
     if out_dir.exists() and not out_dir.is_dir():

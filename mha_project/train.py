@@ -91,8 +91,8 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     from mha_project.data import (
         bucket_boundaries,
         load_dataset,
-        make_pipeline,
         make_vectorizer,
+        pipeline_from_cfg,
         read_vocabulary,
         save_vocabulary,
     )
@@ -132,17 +132,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     seq_len, batch_size = cfg.data.seq_len, cfg.trainer.batch_size
 
     def pipeline(texts, labels, shuffle):
-        return make_pipeline(
-            texts,
-            labels,
-            vectorizer,
-            seq_len,
-            batch_size,
-            shuffle=shuffle,
-            seed=cfg.seed,
-            bucketing=cfg.data.bucketing,
-            bucket_width=cfg.data.get("bucket_width"),
-        )
+        return pipeline_from_cfg(cfg, texts, labels, vectorizer, shuffle=shuffle)
 
     train_ds = pipeline(data.train_texts, data.train_labels, True)
     val_ds = pipeline(data.val_texts, data.val_labels, False)
