@@ -1,0 +1,55 @@
+"""train(cfg, run_dir) in-process, from configs composed the way scripts/train.py composes them."""
+
+import csv
+import json
+from pathlib import Path
+
+import keras
+import pytest
+from hydra import compose, initialize_config_dir
+
+from conftest import ROOT
+from mha_project.config import register_configs
+from mha_project.train import train
+
+register_configs()
+
+
+def compose_cfg(*overrides: str):
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+@pytest.fixture(autouse=True)
+def float32_afterwards():
+    yield
+    keras.mixed_precision.set_global_policy("float32")  # train() sets the global policy of its run
+
+
+@pytest.mark.slow
+def test_train_returns_what_it_records(tmp_path: Path):
+    metrics = train(compose_cfg("debug=tiny", "logger.attention.every_n_epochs=0"), tmp_path / "run")
+    assert metrics == json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["hparams"]["heads"] == 2 and metrics["epochs_run"] == 1
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["stage"] == "finished"
+
+
+@pytest.mark.slow
+def test_debug_overfit_drives_the_training_loss_to_about_zero(tmp_path: Path):
+    train(compose_cfg("debug=overfit"), tmp_path / "run")
+    with open(tmp_path / "run" / "history.csv", newline="") as f:
+        losses = [float(r["loss"]) for r in csv.DictReader(f)]
+    assert losses[0] > 0.5 and losses[-1] < 0.05
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains_and_keeps_float32_probabilities(tmp_path: Path, precision):
+    run_dir = tmp_path / "run"
+    metrics = train(
+        compose_cfg("debug=tiny", "logger.attention.every_n_epochs=0", f"trainer.precision={precision}"), run_dir
+    )
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] == metrics["test_loss"]  # not NaN
+    model = keras.saving.load_model(run_dir / "model.keras", safe_mode=True)
+    assert model.get_layer("encoder_0").attention.compute_dtype == precision.split("_")[1]
+    assert model.output.dtype == "float32"  # the softmax stays float32 under mixed precision
