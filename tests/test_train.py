@@ -53,3 +53,16 @@ def test_mixed_precision_trains_and_keeps_float32_probabilities(tmp_path: Path, 
     model = keras.saving.load_model(run_dir / "model.keras", safe_mode=True)
     assert model.get_layer("encoder_0").attention.compute_dtype == precision.split("_")[1]
     assert model.output.dtype == "float32"  # the softmax stays float32 under mixed precision
+
+
+@pytest.mark.slow
+def test_early_stopping_waits_for_the_end_of_the_warm_up(tmp_path: Path):
+    cfg = compose_cfg(
+        "debug=tiny",
+        "epochs=12",
+        "trainer.warmup_fraction=0.5",
+        "trainer.early_stopping_patience=0",  # would stop at the first epoch that does not improve
+        "logger.attention.every_n_epochs=0",
+        "logger.tensorboard=false",
+    )
+    assert train(cfg, tmp_path / "run")["epochs_run"] >= 7  # warm-up is epochs 1-6
