@@ -60,7 +60,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     warnings.filterwarnings("ignore", message="Your input ran out of data")
     data = load_dataset(cfg.data, cfg.seed)
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
-    vocab_size = len(vectorizer.get_vocabulary())
+    vocab_size = vectorizer.vocabulary_size()
     seq_len, batch_size, n = cfg.data.seq_len, cfg.trainer.batch_size, len(data.train_texts)
     lengths = np.array([min(len(r), seq_len) for r in vectorizer(np.asarray(data.train_texts, dtype=object)).numpy()])
 
@@ -68,7 +68,9 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     keras.mixed_precision.set_global_policy("float32")
     keras.utils.set_random_seed(cfg.seed)
     pad = keras.layers.TextVectorization(
-        output_mode="int", output_sequence_length=seq_len, vocabulary=vectorizer.get_vocabulary()[2:]
+        output_mode="int",
+        output_sequence_length=seq_len,
+        vocabulary=vectorizer.get_vocabulary(include_special_tokens=False),
     )
     x = np.asarray(pad(np.asarray(data.train_texts, dtype=object)))
     model_a = build_classifier(cfg.model, vocab_size, data.num_classes)

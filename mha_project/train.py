@@ -159,7 +159,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         fit_schedule = dict(epochs=cfg.trainer.epochs)
     total_steps = steps_per_epoch * fit_schedule["epochs"]
     with strategy.scope():
-        model = build_classifier(cfg.model, vocabulary_size(vectorizer), data.num_classes)
+        model = build_classifier(cfg.model, vectorizer.vocabulary_size(), data.num_classes)
         schedule = keras.optimizers.schedules.CosineDecay(
             initial_learning_rate=0.0 if cfg.trainer.warmup_fraction > 0 else cfg.trainer.lr,
             decay_steps=max(1, total_steps - int(cfg.trainer.warmup_fraction * total_steps)),
@@ -224,18 +224,19 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         # Last: saves the epoch's state only after everything above has recorded it.
         callbacks.append(ResumableBackup(run_dir / "backup", history_csv))
 
-        # Bucketed batches make the epoch length unknown to Keras up front; its "ran out of data" warning
-        # is expected here, not a bug.
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
         start = time.perf_counter()
-        history = model.fit(
-            train_ds,
-            validation_data=val_ds,
-            **fit_schedule,
-            callbacks=callbacks,
-            shuffle=False,  # tf.data reshuffles every epoch with the seed
-            verbose="auto" if sys.stdout.isatty() else 2,
-        )  # one line per epoch in logs
+        with warnings.catch_warnings():
+            # Bucketed batches make the epoch length unknown to Keras up front; its "ran out of data"
+            # warning is expected here, not a bug. (Scoped: the caller's warning filters stay as they were.)
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            history = model.fit(
+                train_ds,
+                validation_data=val_ds,
+                **fit_schedule,
+                callbacks=callbacks,
+                shuffle=False,  # tf.data reshuffles every epoch with the seed
+                verbose="auto" if sys.stdout.isatty() else 2,  # one line per epoch in logs
+            )
         seconds_now = time.perf_counter() - start
 
         losses = history.history.get("loss", [])
@@ -400,10 +401,6 @@ def hparams_of(cfg: DictConfig) -> dict:
     return {k: OmegaConf.select(cfg, k) for k in HPARAM_KEYS}
 
 
-def vocabulary_size(vectorizer) -> int:
-    return len(vectorizer.get_vocabulary())
-
-
 def read_history(path: Path) -> list[dict]:
     if not Path(path).exists():
         return []
@@ -423,7 +420,7 @@ def export_inference_model(model, vectorizer, seq_len: int, path: Path) -> None:
     text_to_ids = keras.layers.TextVectorization(
         output_mode="int",
         output_sequence_length=seq_len,
-        vocabulary=vectorizer.get_vocabulary()[2:],
+        vocabulary=vectorizer.get_vocabulary(include_special_tokens=False),
         name="text_to_ids",
     )
     text = keras.Input(shape=(), dtype="string", name="text")
