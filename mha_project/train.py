@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import sys
 import time
@@ -28,6 +29,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
+
+# Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
+log = logging.getLogger(__name__)
 
 HPARAM_KEYS = (
     "heads",
@@ -70,14 +74,14 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     try:
         if record.done("finished") and (run_dir / "metrics.json").exists():
             metrics = json.loads((run_dir / "metrics.json").read_text())
-            print(f"run dir: {run_dir} (already finished; nothing was changed)")
-            print(
+            log.info(f"run dir: {run_dir} (already finished; nothing was changed)")
+            log.info(
                 f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy "
                 f"{metrics['best_val_accuracy']:.4f}, {metrics['epochs_run']} epochs)"
             )
             return metrics
         if record.stage != "started" or (run_dir / "history.csv").exists():
-            print(f"resuming {run_dir} after stage '{record.stage}'")
+            log.info(f"resuming {run_dir} after stage '{record.stage}'")
         return _train(cfg, run_dir, record)
     finally:
         record.close()
@@ -109,7 +113,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
             f"global batch is split across replicas, so it must be >= {strategy.num_replicas_in_sync}"
         )
     if cfg.trainer.distribution != "none":
-        print(
+        log.info(
             f"distribution: {cfg.trainer.distribution} · replicas {strategy.num_replicas_in_sync} · "
             f"global batch {cfg.trainer.batch_size}"
         )
@@ -119,7 +123,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     keras.mixed_precision.set_global_policy(cfg.trainer.precision)
 
     data = load_dataset(cfg.data, cfg.seed)
-    print(
+    log.info(
         f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
         f"val {len(data.val_texts)} · test {len(data.test_texts)}"
     )
@@ -291,8 +295,8 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     write_json_atomic(run_dir / "metrics.json", metrics)  # marks the run as finished
     record.finish_stage("finished")
 
-    print(f"run dir: {run_dir}")
-    print(
+    log.info(f"run dir: {run_dir}")
+    log.info(
         f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
         f"{metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f}s)"
     )
@@ -389,7 +393,7 @@ def run_from_cli(cfg: DictConfig):
                     "traceback": None if user_error else traceback.format_exc(),
                 },
             )
-        print(f"error: job {HydraConfig.get().job.num} failed: {reason}", flush=True)
+        log.error(f"job {HydraConfig.get().job.num} failed: {reason}")
         return float("nan")
     if cfg.optimized_metric:
         value = metrics.get(cfg.optimized_metric)
