@@ -34,13 +34,13 @@ def test_run_directory_is_complete(tiny_run: Path):
         "heads": 2,
         "key_dim": 8,
         "value_dim": None,
-        "dropout": 0.2,
+        "dropout": 0.3,
         "layers": 1,
         "embed_dim": 16,
         "ff_dim": 16,
         "seq_len": 32,
         "batch_size": 32,
-        "lr": 0.002,
+        "lr": 0.005,
         "seed": 42,
     }
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0
@@ -78,9 +78,10 @@ def test_evaluate_reproduces_recorded_test_metrics(tiny_run: Path):
 
 def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
     last = (tiny_run.parent / "stdout.txt").read_text().strip().splitlines()[-2:]
-    assert last[0] == f"run dir: {tiny_run}"
+    assert last[0].endswith(f"[mha_project.train][INFO] - run dir: {tiny_run}")  # logged, so in train.log too
     metrics = json.loads((tiny_run / "metrics.json").read_text())
-    assert last[1].startswith(f"test accuracy: {metrics['test_accuracy']:.4f}")
+    assert f"[INFO] - test accuracy: {metrics['test_accuracy']:.4f}" in last[1]
+    assert f"test accuracy: {metrics['test_accuracy']:.4f}" in (tiny_run / "train.log").read_text()
 
 
 def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
