@@ -16,6 +16,16 @@ from mha_project.io import write_text_atomic
 METRIC_COLUMNS = ("best_val_accuracy", "test_accuracy", "params", "train_seconds", "epochs_run")
 
 
+def _head_entropy(job_dir: Path) -> dict:
+    """min / mean normalised entropy over the job's heads, where scripts/head_patterns.py has been run."""
+    path = job_dir / "head_patterns" / "head_patterns.json"
+    try:
+        values = [h["normalized_entropy"] for h in json.loads(path.read_text())["heads"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {"head_entropy_min": min(values), "head_entropy_mean": sum(values) / len(values)} if values else {}
+
+
 def collect_jobs(sweep_dir) -> list[dict]:
     """Every job folder (one with .hydra/) under ``sweep_dir``: its overrides, metrics and status."""
     sweep_dir = Path(sweep_dir)
@@ -36,6 +46,7 @@ def collect_jobs(sweep_dir) -> list[dict]:
             try:
                 metrics = json.loads(metrics_file.read_text())
                 row.update({k: metrics.get(k) for k in METRIC_COLUMNS})
+                row.update(_head_entropy(job_dir))
             except (ValueError, AttributeError) as err:  # one damaged job must not hide the others
                 row.update(status="damaged", reason=f"metrics.json unreadable: {err}")
         elif failure_file.exists():
@@ -116,6 +127,10 @@ def seed_summary(jobs: list[dict], seed_key: str = "seed") -> tuple[list[str], l
         "test_accuracy_max",
         "train_seconds_mean",
     ]
+    # Head entropy columns where every job of the sweep has head_patterns.json (scripts/head_patterns.py).
+    with_entropy = all("head_entropy_min" in j for g in groups.values() for j in g)
+    if with_entropy:
+        header += ["head_entropy_min_mean", "head_entropy_mean_mean"]
     rows = []
     for values, group in groups.items():
         val = [j["best_val_accuracy"] for j in group]
@@ -129,6 +144,11 @@ def seed_summary(jobs: list[dict], seed_key: str = "seed") -> tuple[list[str], l
                 _fmt(min(test)),
                 _fmt(max(test)),
                 _fmt(float(np.mean([j["train_seconds"] for j in group]))),
+                *(
+                    [_fmt(float(np.mean([j[k] for j in group]))) for k in ("head_entropy_min", "head_entropy_mean")]
+                    if with_entropy
+                    else []
+                ),
             ]
         )
     rows.sort(key=lambda r: [_number(v) for v in r[: len(keys)]])

@@ -91,6 +91,7 @@ def fake_job(sweep: Path, num: int, overrides: list[str], val: float, test: floa
         "epochs_run": 2,
     }
     (job / "metrics.json").write_text(json.dumps(metrics))
+    return job
 
 
 def test_report_means_over_seeds(tmp_path):
@@ -236,3 +237,18 @@ def test_report_keeps_going_past_a_damaged_metrics_file(tmp_path):
     jobs = {j["job"]: j for j in collect_jobs(tmp_path)}
     assert jobs["0"]["status"] == "finished" and jobs["0"]["test_accuracy"] == 0.7
     assert jobs["1"]["status"] == "damaged" and "metrics.json unreadable" in jobs["1"]["reason"]
+
+
+def test_report_by_config_adds_head_entropy_where_head_patterns_ran(tmp_path):
+    from mha_project.report import write_report
+
+    for num, (seed, entropies) in enumerate([(1, [0.2, 0.6]), (2, [0.4, 0.8])]):
+        job = fake_job(tmp_path, num, ["heads=2", f"seed={seed}"], 0.7, 0.7)
+        (job / "head_patterns").mkdir()
+        heads = [{"normalized_entropy": e} for e in entropies]
+        (job / "head_patterns" / "head_patterns.json").write_text(json.dumps({"heads": heads}))
+    write_report(tmp_path)
+    with open(tmp_path / "report_by_config.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert float(row["head_entropy_min_mean"]) == pytest.approx(0.3)   # mean over seeds of (0.2, 0.4)
+    assert float(row["head_entropy_mean_mean"]) == pytest.approx(0.5)  # mean over seeds of (0.4, 0.6)
