@@ -21,6 +21,12 @@ from mha_project.errors import ConfigError
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
+# Why trainer.distribution=multi_worker is refused (mha_project/distribute.py has the details).
+MULTI_WORKER_UNSUPPORTED = (
+    "trainer.distribution=multi_worker is not supported: Keras 3's model.fit fails under "
+    "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=mirrored "
+    "for the devices of one machine"
+)
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
 
 
@@ -208,6 +214,8 @@ def validate_config(cfg: DictConfig) -> None:
         if not good:
             where = "" if shown == key else f" ({key})"
             raise ConfigError(f"{shown}={_fmt(value)}{where} is invalid: must be {allowed}")
+    if cfg.trainer.distribution == "multi_worker":
+        raise ConfigError(MULTI_WORKER_UNSUPPORTED)
     for text in cfg.logger.attention.probe_texts:
         if not _has_words(text):
             raise ConfigError(

@@ -6,6 +6,7 @@ so changing the number of devices does not change the optimisation.
 
 from __future__ import annotations
 
+from mha_project.config import MULTI_WORKER_UNSUPPORTED
 from mha_project.errors import ConfigError
 
 
@@ -20,7 +21,10 @@ def make_strategy(name: str):
         devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
         return tf.distribute.MirroredStrategy(devices=devices)
     if name == "multi_worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()  # cluster from the TF_CONFIG environment variable
+        # Keras 3's model.fit fails under MultiWorkerMirroredStrategy ("Attempt to convert a value
+        # (PerReplica...)"), reproduced here with two workers on 127.0.0.1 and reported upstream as
+        # keras-team/keras#20585 / tensorflow/tensorflow#72388. Refuse in one line instead of crashing.
+        raise ConfigError(MULTI_WORKER_UNSUPPORTED)
     raise ConfigError(f"trainer.distribution={name} is invalid: must be one of none, mirrored, multi_worker")
 
 

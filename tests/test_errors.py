@@ -27,6 +27,7 @@ BAD_OVERRIDES = [
     ("data=nope", "fine_foods"),
     ("data=folder", "data.path"),
     ("trainer.distribution=tpu", "trainer.distribution=tpu"),
+    ("trainer.distribution=multi_worker", "keras-team/keras#20585"),
     ("+foo=1", "foo is not a setting of this project"),
     ("+model.bar=2", "model.bar is not a setting"),
     ("debug=default", "tiny"),  # Hydra lists the debug configs there are

@@ -250,5 +250,5 @@ def test_report_by_config_adds_head_entropy_where_head_patterns_ran(tmp_path):
     write_report(tmp_path)
     with open(tmp_path / "report_by_config.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
-    assert float(row["head_entropy_min_mean"]) == pytest.approx(0.3)   # mean over seeds of (0.2, 0.4)
+    assert float(row["head_entropy_min_mean"]) == pytest.approx(0.3)  # mean over seeds of (0.2, 0.4)
     assert float(row["head_entropy_mean_mean"]) == pytest.approx(0.5)  # mean over seeds of (0.4, 0.6)
