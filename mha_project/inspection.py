@@ -53,7 +53,10 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
         f"{text[:80]} → {run.class_names[predicted]} ({probs[predicted]:.2f})",
         max_tokens,
     )
-    save_figure(fig, out_path)
+    try:
+        save_figure(fig, out_path)
+    except OSError as err:  # a read-only run dir, a file where the folder should be, a full disk
+        raise UserError(f"cannot write {out_path} ({err.strerror or err}); pass --out with a writable path") from None
 
     import tensorflow as tf
 

@@ -199,3 +199,19 @@ def test_inspect_out_directory_and_texts_with_the_same_readable_part(tiny_run, t
         result = run_script("inspect_attention.py", str(tiny_run), f"great {text}", "--out", str(tmp_path))
         assert result.returncode == 0, result.stderr[-2000:]
     assert len(list(tmp_path.glob("attention_great_*.png"))) == 2  # neither overwrote the other
+
+
+@pytest.mark.slow
+def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny_run, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_run, run_dir)
+    (run_dir / "inspect").write_text("a file where the folder should be")  # root ignores read-only bits
+    assert_clean_failure(run_script("inspect_attention.py", str(run_dir), "great coffee"), "cannot write", "--out")
+
+    data = write_folder_dataset(tmp_path / "data", per_class=6)
+    folder_run = tmp_path / "folder_run"
+    result = train_tiny(folder_run, "data=folder", f"data.path={data}", "logger.attention.every_n_epochs=0")
+    assert result.returncode == 0, result.stderr[-2000:]
+    data.rename(tmp_path / "moved")
+    for script in ("evaluate.py", "head_importance.py"):
+        assert_clean_failure(run_script(script, str(folder_run)), f"data.path={data}, no longer exists")
