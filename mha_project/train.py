@@ -264,7 +264,9 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         model.load_weights(best_weights)  # test the epoch that was best on validation
 
     if not record.done("tested"):
-        test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
+        with warnings.catch_warnings():  # bucketed data: see the note at fit
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+            test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
         record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
     if not record.done("saved"):
         save_model_atomic(model, run_dir / "model.keras")
