@@ -36,6 +36,16 @@ class ValidateConfig(Callback):
         from pathlib import Path
 
         sweep_dir = Path(config.hydra.sweep.dir)
+        refused = sweep_dir / "refused_jobs.tsv"  # mha_project.train.REFUSED_JOBS (train imports TensorFlow lazily)
+        if refused.exists():
+            lines = refused.read_text(encoding="utf-8").splitlines()
+            refused.unlink()  # this sweep's record; the message below carries it
+            fail(
+                f"{len(lines)} job(s) of the sweep were refused, their run dirs hold other runs "
+                f"(first: job {lines[0].replace(chr(9), ': ', 1)}); nothing in them was changed; use a new "
+                "hydra.sweep.dir, or add overwrite=true",
+                code=1,
+            )
         failed = list(sweep_dir.glob("*/failure.json"))
         if failed and not any(sweep_dir.glob("*/metrics.json")):
             fail(f"every job of the sweep failed ({len(failed)} failure.json files in {sweep_dir})", code=1)

@@ -30,6 +30,9 @@ from omegaconf import DictConfig, OmegaConf
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
 
+# Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
+REFUSED_JOBS = "refused_jobs.tsv"
+
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
 
@@ -385,7 +388,11 @@ def run_from_cli(cfg: DictConfig):
                 fail(str(err))
             raise
         reason = str(err) if user_error else f"{type(err).__name__}: {err}"
-        if not isinstance(err, RunDirRefused):  # a refused dir holds another run: leave it as it is
+        if isinstance(err, RunDirRefused):  # the job dir holds another run: leave it, note it beside the jobs
+            sweep_dir = Path(HydraConfig.get().sweep.dir)
+            with open(sweep_dir / REFUSED_JOBS, "a", encoding="utf-8") as f:
+                f.write(f"{HydraConfig.get().job.num}\t{reason}\n")
+        else:
             write_json_atomic(
                 _hydra_run_dir() / "failure.json",
                 {

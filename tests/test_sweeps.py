@@ -252,3 +252,16 @@ def test_report_by_config_adds_head_entropy_where_head_patterns_ran(tmp_path):
         (row,) = list(csv.DictReader(f))
     assert float(row["head_entropy_min_mean"]) == pytest.approx(0.3)  # mean over seeds of (0.2, 0.4)
     assert float(row["head_entropy_mean_mean"]) == pytest.approx(0.5)  # mean over seeds of (0.4, 0.6)
+
+
+@pytest.mark.slow
+def test_a_sweep_rerun_with_other_settings_into_the_same_dir_is_refused_and_says_so(tmp_path):
+    path = tmp_path / "s"
+    first = run_script("train.py", "-m", "heads=1,2", *TINY, *QUIET, f"hydra.sweep.dir={path}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = {p: p.read_bytes() for p in path.glob("*/metrics.json")}
+    again = run_script("train.py", "-m", "heads=1,2", *TINY, *QUIET, "lr=0.05", f"hydra.sweep.dir={path}")
+    assert again.returncode == 1
+    assert "2 job(s) of the sweep were refused" in again.stderr and "trainer.lr: 0.005 -> 0.05" in again.stderr
+    assert {p: p.read_bytes() for p in path.glob("*/metrics.json")} == before
+    assert not list(path.glob("*/failure.json"))
