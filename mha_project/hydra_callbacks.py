@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from mha_project.cli import fail
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError
+from mha_project.train import REFUSED_JOBS  # (mha_project.train imports TensorFlow only inside train())
 
 
 class ValidateConfig(Callback):
@@ -36,7 +37,7 @@ class ValidateConfig(Callback):
         from pathlib import Path
 
         sweep_dir = Path(config.hydra.sweep.dir)
-        refused = sweep_dir / "refused_jobs.tsv"  # mha_project.train.REFUSED_JOBS (train imports TensorFlow lazily)
+        refused = sweep_dir / REFUSED_JOBS
         if refused.exists():
             lines = refused.read_text(encoding="utf-8").splitlines()
             refused.unlink()  # this sweep's record; the message below carries it
