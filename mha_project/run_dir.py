@@ -110,7 +110,8 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
     try:
         ident = identity(cfg)
         fp = fingerprint(ident)
-        stored = _read_identity(path)
+        # With overwrite=true a damaged run.json is simply replaced, as its refusal message says.
+        stored = None if overwrite else _read_identity(path)
         if stored is None and _has_run_files(path):
             if not overwrite:
                 raise RunDirRefused(
@@ -121,14 +122,11 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
         stale = stored is not None and stored.get("stage") == "started" and not _has_trained_files(path)
         if stale:
             stored = None  # a run that stopped before training anything (e.g. a bad value): nothing to keep
-        if stored is not None and (stored.get("fingerprint") != fp or overwrite):
-            if not overwrite:
-                diff = "; ".join(differences(stored.get("config") or {}, ident))
-                raise RunDirRefused(
-                    f"{path} holds a different run ({diff}); use a new hydra.run.dir, or add "
-                    "overwrite=true to replace it"
-                )
-            stored = None
+        if stored is not None and stored.get("fingerprint") != fp:
+            diff = "; ".join(differences(stored.get("config") or {}, ident))
+            raise RunDirRefused(
+                f"{path} holds a different run ({diff}); use a new hydra.run.dir, or add overwrite=true to replace it"
+            )
         if stored is None:
             if overwrite or stale:
                 _clear(path)

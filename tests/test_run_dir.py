@@ -244,3 +244,13 @@ def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_
     assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
     fixed = train_tiny(run_dir, "logger.attention.every_n_epochs=0")  # the corrected command just runs
     assert fixed.returncode == 0, fixed.stderr[-2000:]
+
+
+def test_overwrite_replaces_a_damaged_run_json_as_the_refusal_says(tmp_path):
+    (tmp_path / "run.json").write_text("not json")
+    with pytest.raises(UserError, match="add overwrite=true"):
+        open_run_dir(tmp_path, cfg())
+    record = open_run_dir(tmp_path, cfg(), overwrite=True)
+    assert record.stage == "started"
+    record.close()
+    assert json.loads((tmp_path / "run.json").read_text())["stage"] == "started"
