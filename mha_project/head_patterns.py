@@ -70,7 +70,7 @@ def head_statistics(scores: np.ndarray, real: np.ndarray, token_ids: np.ndarray 
     Args:
         scores: ``(batch, heads, T, T)`` attention probabilities (query rows, key columns).
         real: ``(batch, T)`` True at real tokens; real tokens come first in each row (right padding).
-        token_ids: ``(batch, T)`` ids, for ``same_word``; None leaves ``same_word`` out (NaN).
+        token_ids: ``(batch, T)`` ids, for ``same_word``; with None, ``same_word`` is None.
     Returns:
         one dict per head with :data:`STAT_KEYS` and ``uniform_mass``.
     """

@@ -15,6 +15,7 @@ A run directory (Hydra's output dir) ends up holding:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
@@ -232,10 +233,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         callbacks.append(ResumableBackup(run_dir / "backup", history_csv))
 
         start = time.perf_counter()
-        with warnings.catch_warnings():
-            # Bucketed batches make the epoch length unknown to Keras up front; its "ran out of data"
-            # warning is expected here, not a bug. (Scoped: the caller's warning filters stay as they were.)
-            warnings.filterwarnings("ignore", message="Your input ran out of data")
+        with expected_end_of_data():
             history = model.fit(
                 train_ds,
                 validation_data=val_ds,
@@ -267,8 +265,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         model.load_weights(best_weights)  # test the epoch that was best on validation
 
     if not record.done("tested"):
-        with warnings.catch_warnings():  # bucketed data: see the note at fit
-            warnings.filterwarnings("ignore", message="Your input ran out of data")
+        with expected_end_of_data():
             test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
         record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
     if not record.done("saved"):
@@ -306,6 +303,15 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         f"{metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f}s)"
     )
     return metrics
+
+
+@contextlib.contextmanager
+def expected_end_of_data():
+    """Bucketed batches make an epoch's length unknown to Keras up front, so its "ran out of data"
+    warning is expected, not a bug. Scoped: the caller's warning filters stay as they were."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        yield
 
 
 def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
