@@ -261,10 +261,15 @@ def make_pipeline(
     ds = ds.map(lambda ids, y: (tf.cast(ids[:seq_len], tf.int32), y))
     if cache:
         ds = ds.cache()
+    # Bucketing hides the number of batches from tf.data, so Keras's first-epoch progress bar would read
+    # "1/Unknown" with no ETA. The count is fixed by the lengths alone (shuffling moves texts within
+    # their bucket), so one pass over the lengths (which also fills the cache) gives it exactly.
+    lengths = np.fromiter(ds.map(lambda ids, y: tf.shape(ids)[0]).as_numpy_iterator(), "int64")
+    bounds = bucket_boundaries(seq_len, bucket_width) if bucketing else []
+    n_batches = batch_count(lengths, bounds, batch_size)
     if shuffle:
         ds = ds.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
     if bucketing:
-        bounds = bucket_boundaries(seq_len, bucket_width)
         # Buckets end at `bound` inclusive; padding to the bucket's edge keeps the set of shapes small.
         ds = ds.bucket_by_sequence_length(
             lambda ids, y: tf.shape(ids)[0],
@@ -274,4 +279,17 @@ def make_pipeline(
         )
     else:
         ds = ds.padded_batch(batch_size, padded_shapes=([seq_len], []))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return ds.apply(tf.data.experimental.assert_cardinality(n_batches)).prefetch(tf.data.AUTOTUNE)
+
+
+def batch_count(lengths, bounds: list[int], batch_size: int) -> int:
+    """Batches that ``bucket_by_sequence_length`` makes from texts of these lengths: each bucket
+    (lengths up to ``bounds[i]``, the rest in a last bucket) ends with one partial batch.
+
+    >>> batch_count([3, 5, 20, 20, 40], bounds=[16, 32], batch_size=2)
+    3
+    >>> batch_count([3, 5, 20, 20, 40], bounds=[], batch_size=2)
+    3
+    """
+    buckets = np.searchsorted(np.asarray(bounds, "int64"), np.asarray(lengths, "int64"), side="left")
+    return int(sum(-(-n // batch_size) for n in np.bincount(buckets) if n))

@@ -62,3 +62,20 @@ def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Mode
 
 def encoder_blocks(model: keras.Model) -> list[EncoderBlock]:
     return [layer for layer in model.layers if isinstance(layer, EncoderBlock)]
+
+
+def model_summary(model: keras.Model) -> str:
+    """Keras's layer table, preceded by what the table does not show: each block's attention shape."""
+    blocks = encoder_blocks(model)
+    head = ""
+    if blocks:
+        block = blocks[0]
+        value_dim = block.value_dim or block.key_dim
+        head = (
+            f"{len(blocks)} encoder block(s), each MultiHeadAttention(num_heads={block.num_heads}, "
+            f"key_dim={block.key_dim}, value_dim={value_dim}) on embed_dim {block.ff_outer.units}, "
+            f"feed-forward {block.ff_dim}\n"
+        )
+    lines = []
+    model.summary(line_length=100, print_fn=lambda text, line_break=True: lines.append(text))
+    return head + "\n".join(lines).rstrip() + "\n"

@@ -105,8 +105,8 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         save_vocabulary,
     )
     from mha_project.distribute import make_strategy, use_logical_cpus
-    from mha_project.io import write_json_atomic
-    from mha_project.model import build_classifier
+    from mha_project.io import write_json_atomic, write_text_atomic
+    from mha_project.model import build_classifier, model_summary
 
     if cfg.trainer.cpu_devices:
         use_logical_cpus(cfg.trainer.cpu_devices)
@@ -183,6 +183,9 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
             jit_compile=cfg.trainer.jit_compile,
             steps_per_execution=cfg.trainer.steps_per_execution,
         )
+    summary = model_summary(model)
+    write_text_atomic(run_dir / "model_summary.txt", summary)
+    log.info("model:\n" + summary)
 
     history_csv = run_dir / "history.csv"
     best_weights = run_dir / "checkpoints" / "best.weights.h5"

@@ -37,6 +37,7 @@ def tiny_run(tmp_path_factory) -> Path:
     result = train_tiny(run_dir)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (run_dir.parent / "stdout.txt").write_text(result.stdout)
+    (run_dir.parent / "stderr.txt").write_text(result.stderr)
     return run_dir
 
 

@@ -161,3 +161,17 @@ def test_folder_with_an_unreadable_file_names_the_split(tmp_path):
     (root / "train" / "pos" / "broken.txt").symlink_to(tmp_path / "nowhere.txt")  # unreadable even for root
     with pytest.raises(ConfigError, match=r"train/ cannot be read"):
         load_dataset(data_cfg(name="folder", path=str(root)), seed=0)
+
+
+@pytest.mark.parametrize("bucketing, bucket_width", [(True, None), (True, 8), (False, None)])
+def test_pipeline_knows_its_batch_count(bucketing, bucket_width):
+    # Keras shows a first-epoch progress bar with a length and an ETA only when tf.data knows the count;
+    # assert_cardinality in make_pipeline raises if the count were wrong, so two epochs are iterated.
+    rng = np.random.default_rng(0)
+    texts = ["word " * int(n) for n in rng.integers(1, 70, size=57)]
+    labels = np.arange(len(texts)) % 2
+    vec = make_vectorizer(texts, vocab_size=20)
+    ds = make_pipeline(texts, labels, vec, 64, 5, shuffle=True, seed=0, bucketing=bucketing, bucket_width=bucket_width)
+    assert int(ds.cardinality()) > 0
+    for _epoch in range(2):
+        assert sum(1 for _ in ds) == int(ds.cardinality())

@@ -2,6 +2,8 @@
 
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -85,14 +87,27 @@ def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
 
 
 def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
-    import keras
+    # `import mha_project` alone registers the custom layers (README "What a run directory holds"),
+    # in a fresh interpreter where nothing else has imported them.
+    probe = (
+        "import mha_project, keras, sys\n"
+        f"model = keras.saving.load_model({str(tiny_run / 'model.keras')!r}, safe_mode=True)\n"
+        "mha = model.get_layer('encoder_0').attention\n"
+        "print(mha.num_heads, mha.key_dim, mha.value_dim, model.get_layer('embedding').embed_dim)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["2", "8", "8", "16"]  # heads=2 key_dim=8 embed_dim=16 in debug=tiny
 
-    import mha_project.layers  # noqa: F401
 
-    model = keras.saving.load_model(tiny_run / "model.keras")
-    mha = model.get_layer("encoder_0").attention
-    assert (mha.num_heads, mha.key_dim, mha.value_dim) == (2, 8, 8)  # heads=2 key_dim=8 in TINY
-    assert model.get_layer("embedding").embed_dim == 16
+def test_start_is_quiet_and_the_model_summary_is_kept(tiny_run: Path):
+    stderr = (tiny_run.parent / "stderr.txt").read_text()
+    for chatter in ("cuInit", "oneDNN", "cudart_stub", "absl::InitializeLog", "Assets written"):
+        assert chatter not in stderr, chatter
+    summary = (tiny_run / "model_summary.txt").read_text()
+    assert "MultiHeadAttention(num_heads=2, key_dim=8, value_dim=8) on embed_dim 16" in summary
+    assert "Total params" in summary and "EncoderBlock" in summary
+    assert summary.splitlines()[0] in (tiny_run / "train.log").read_text()  # also shown at the start
 
 
 @pytest.mark.slow
