@@ -3,14 +3,12 @@
 * :class:`AttentionLogger` writes attention heatmaps, score histograms, per-head entropy and the
   probe predictions to TensorBoard every ``every_n_epochs`` epochs (Keras's TensorBoard callback
   logs weights and metrics, not intermediate attention).
-* :func:`log_hparams` records a run's hyper-parameters and final metrics for the HParams plugin.
 
 TensorBoard tags (documented in the README):
 ``attention/layer_{l}`` (image), ``attention_scores/layer_{l}`` (histogram),
 ``attention_entropy/layer_{l}/head_{h}`` (scalar, nats),
 ``attention_normalized_entropy/layer_{l}/head_{h}`` (scalar, entropy / log n: 1 = uniform),
-``attention_probe/{k}`` (text),
-``hparams/<metric>`` (scalars next to the HParams record).
+``attention_probe/{k}`` (text). The HParams records are written by :mod:`mha_project.hparams`.
 """
 
 from __future__ import annotations
@@ -24,9 +22,6 @@ from mha_project.attention import attention_entropy, scores_for_texts
 from mha_project.data import encode, pad_batch
 from mha_project.head_patterns import normalized_entropy
 from mha_project.plots import attention_grid, figure_to_png
-
-# The metrics every run reports to the HParams plugin (scalars named hparams/<metric>).
-HPARAM_METRICS = ("test_accuracy", "test_loss", "best_val_accuracy", "train_seconds")
 
 
 def write_attention_summaries(
@@ -130,25 +125,6 @@ class AttentionLogger(keras.callbacks.Callback):
                 class_names=self.class_names,
                 max_tokens=self.max_tokens,
             )
-
-
-def log_hparams(log_dir, hparams: dict, metrics: dict, trial_id: str) -> None:
-    """One HParams record plus ``hparams/<metric>`` scalars, readable by ``tensorboard --logdir outputs/``."""
-    import tensorflow as tf
-    from tensorboard.plugins.hparams import api as hp
-
-    clean = {k: ("null" if v is None else v) for k, v in hparams.items()}
-    writer = tf.summary.create_file_writer(str(Path(log_dir)))
-    with writer.as_default():
-        hp.hparams_config(
-            hparams=[hp.HParam(k) for k in clean], metrics=[hp.Metric(f"hparams/{m}") for m in HPARAM_METRICS]
-        )
-        hp.hparams(clean, trial_id=trial_id)
-        for m in HPARAM_METRICS:
-            if metrics.get(m) is not None:
-                tf.summary.scalar(f"hparams/{m}", float(metrics[m]), step=0)
-    writer.flush()
-    writer.close()
 
 
 class EpochCounter(keras.callbacks.Callback):

@@ -30,6 +30,11 @@ class ValidateConfig(Callback):
         from pathlib import Path
 
         Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
+        if config.logger.tensorboard and config.logger.hparams:
+            # One HParams experiment config for the whole sweep, with the swept keys marked (hparams.py).
+            from mha_project.hparams import sweep_params_of, swept_domains, write_experiment
+
+            write_experiment(Path(config.hydra.sweep.dir), config, swept_domains(sweep_params_of(config)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         # Each failed job records failure.json and the sweep goes on (train.run_from_cli); a sweep in which

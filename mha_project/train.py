@@ -30,26 +30,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
+from mha_project.hparams import hparams_of
 
 # Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
 REFUSED_JOBS = "refused_jobs.tsv"
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
-
-HPARAM_KEYS = (
-    "heads",
-    "key_dim",
-    "value_dim",
-    "dropout",
-    "layers",
-    "embed_dim",
-    "ff_dim",
-    "seq_len",
-    "batch_size",
-    "lr",
-    "seed",
-)
 
 
 def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
@@ -86,16 +73,28 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
             return metrics
         if record.stage != "started" or (run_dir / "history.csv").exists():
             log.info(f"resuming {run_dir} after stage '{record.stage}'")
-        return _train(cfg, run_dir, record)
+        try:
+            return _train(cfg, run_dir, record)
+        except Exception:
+            if _records_hparams(cfg) and (run_dir / ".hydra" / "config.yaml").exists():
+                # The session started (the checks passed): mark it failed for the HParams dashboard.
+                from mha_project.hparams import write_session_end
+
+                write_session_end(run_dir / "tensorboard", success=False)
+            raise
     finally:
         record.close()
+
+
+def _records_hparams(cfg: DictConfig) -> bool:
+    return bool(cfg.logger.tensorboard and cfg.logger.hparams)
 
 
 def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     import keras
     import tensorflow as tf
 
-    from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup, log_hparams
+    from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup
     from mha_project.data import (
         bucket_boundaries,
         load_dataset,
@@ -105,6 +104,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         save_vocabulary,
     )
     from mha_project.distribute import make_strategy, use_logical_cpus
+    from mha_project.hparams import write_session_end, write_session_start
     from mha_project.io import write_json_atomic, write_text_atomic
     from mha_project.model import build_classifier, model_summary
 
@@ -154,6 +154,8 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
             f"texts is {steps_per_pass} batches of {batch_size}, so at most {steps_per_pass} validations fit"
         )
     save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
+    if _records_hparams(cfg):
+        write_session_start(run_dir / "tensorboard", cfg, trial_id=str(run_dir))  # shows while it runs
     if rounds > 1:
         # Keras validates once per "epoch": make each Keras epoch 1/rounds of a pass over a repeated dataset.
         train_ds = train_ds.repeat()
@@ -295,8 +297,8 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         "test_examples": len(data.test_texts),
         "hparams": hparams_of(cfg),
     }
-    if cfg.logger.tensorboard and cfg.logger.hparams:
-        log_hparams(run_dir / "tensorboard", metrics["hparams"], metrics, trial_id=str(run_dir))
+    if _records_hparams(cfg):
+        write_session_end(run_dir / "tensorboard", success=True, metrics=metrics)
     write_json_atomic(run_dir / "metrics.json", metrics)  # marks the run as finished
     record.finish_stage("finished")
 
@@ -417,10 +419,6 @@ def run_from_cli(cfg: DictConfig):
         value = metrics.get(cfg.optimized_metric)
         return float("nan") if value is None else float(value)
     return metrics
-
-
-def hparams_of(cfg: DictConfig) -> dict:
-    return {k: OmegaConf.select(cfg, k) for k in HPARAM_KEYS}
 
 
 def read_history(path: Path) -> list[dict]:

@@ -12,6 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # A model and data small enough for a CI machine with 2 cores: configs/debug/tiny.yaml (heads 2 x key_dim 8,
 # embed 16, 160 examples per split, 1 epoch), the same definition people use with `debug=tiny`.
 TINY = ["debug=tiny"]
+QUIET = ["logger.attention.every_n_epochs=0"]
+TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
 
 
 def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subprocess.CompletedProcess:
@@ -55,3 +57,14 @@ def write_folder_dataset(root: Path, classes=("neg", "pos"), per_class: int = 12
         d.mkdir(parents=True, exist_ok=True)
         (d / "0.txt").write_text("no label here")
     return root
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(tmp_path_factory) -> Path:
+    """heads=0 (fails validation), 1 and 2: two finished jobs and one failed, by the real CLI."""
+    path = tmp_path_factory.mktemp("sweep") / "s"
+    result = run_script(
+        "train.py", "-m", "heads=0,1,2", *TINY_ANY_HEADS, *QUIET, f"hydra.sweep.dir={path}", timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return path

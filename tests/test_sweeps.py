@@ -9,24 +9,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import TINY, run_script
+from conftest import QUIET, TINY, run_script
 from mha_project.head_importance import head_importance, masked_copy, set_head_mask
 from mha_project.model import build_classifier, encoder_blocks
 from mha_project.report import collect_jobs
-
-QUIET = ["logger.attention.every_n_epochs=0"]
-TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
-
-
-@pytest.fixture(scope="module")
-def sweep_dir(tmp_path_factory) -> Path:
-    """heads=0 (fails validation), 1 and 2: two finished jobs and one failed, by the real CLI."""
-    path = tmp_path_factory.mktemp("sweep") / "s"
-    result = run_script(
-        "train.py", "-m", "heads=0,1,2", *TINY_ANY_HEADS, *QUIET, f"hydra.sweep.dir={path}", timeout=600
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return path
 
 
 @pytest.mark.slow

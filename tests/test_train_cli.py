@@ -35,7 +35,7 @@ def test_run_directory_is_complete(tiny_run: Path):
     assert metrics["hparams"] == {
         "heads": 2,
         "key_dim": 8,
-        "value_dim": None,
+        "value_dim": 8,  # null in the config: the value Keras used
         "dropout": 0.3,
         "layers": 1,
         "embed_dim": 16,
@@ -44,6 +44,10 @@ def test_run_directory_is_complete(tiny_run: Path):
         "batch_size": 32,
         "lr": 0.005,
         "seed": 42,
+        "epochs": 1,
+        "dataset": "fine_foods",
+        "embedding_norm": "layer_norm",
+        "pooling": "mean",
     }
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0
     assert metrics["train_examples_per_second"] > 0 and metrics["test_examples"] == 160

@@ -1,0 +1,182 @@
+"""What a run records for TensorBoard's HParams dashboard, and how a sweep describes its search space.
+
+* Each run writes a *session*: its hyper-parameters when training starts (read from the resolved model,
+  trainer and data config, i.e. what was trained, so ``model.num_heads=8`` records ``heads: 8``), and its
+  status (success / failure) when it ends. A session with no status yet is running (or was killed).
+* A sweep writes one *experiment* config in the sweep directory when it starts: typed domains
+  (``hp.Discrete`` for choices, ``hp.IntInterval`` / ``hp.RealInterval`` for ranges and single values)
+  and ``differs`` set on the swept keys. TensorBoard sorts differing hyper-parameters first and shows the
+  first five columns by default, so the swept keys are the visible ones. Runs of a sweep carry no
+  experiment config of their own: TensorBoard uses the first one it finds, so there must be only one.
+* A single run has no experiment config; TensorBoard then infers types and ``differs`` from the sessions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+# name in TensorBoard -> where the trained value lives in the resolved config
+HPARAM_PATHS = {
+    "heads": "model.num_heads",
+    "key_dim": "model.key_dim",
+    "value_dim": "model.value_dim",  # null means key_dim (Keras's default): the effective value is recorded
+    "dropout": "model.dropout",
+    "layers": "model.num_layers",
+    "embed_dim": "model.embed_dim",
+    "ff_dim": "model.ff_dim",
+    "seq_len": "data.seq_len",
+    "batch_size": "trainer.batch_size",
+    "lr": "trainer.lr",
+    "epochs": "trainer.epochs",
+    "seed": "seed",
+    "dataset": "data.name",
+    "embedding_norm": "model.embedding_norm",
+    "pooling": "model.pooling",
+}
+INT_HPARAMS = {"heads", "key_dim", "value_dim", "layers", "embed_dim", "ff_dim", "seq_len", "batch_size", "epochs"}
+INT_HPARAMS |= {"seed"}
+# The command-line shortcuts of configs/train.yaml that set each one.
+SHORTCUTS = {"heads", "key_dim", "value_dim", "dropout", "layers", "embed_dim", "ff_dim", "seq_len"}
+SHORTCUTS |= {"batch_size", "lr", "epochs", "seed"}
+
+# Final metrics (scalars written by log_final_metrics) and the live validation accuracy of Keras's
+# TensorBoard callback, so a running job shows its latest epoch.
+FINAL_METRICS = ("test_accuracy", "test_loss", "best_val_accuracy", "train_seconds")
+
+
+def hparams_of(cfg: DictConfig) -> dict:
+    """The hyper-parameters a run trained with, by their short names; no nulls."""
+    values = {name: OmegaConf.select(cfg, path) for name, path in HPARAM_PATHS.items()}
+    if values["value_dim"] is None:
+        values["value_dim"] = values["key_dim"]
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def name_of_override_key(key: str) -> str | None:
+    """``heads`` or ``model.num_heads`` -> ``heads``; keys that are not recorded -> None."""
+    key = key.lstrip("+~")
+    if key in SHORTCUTS:
+        return key
+    for name, path in HPARAM_PATHS.items():
+        if key == path:
+            return name
+    return None
+
+
+def swept_domains(sweep_params: dict[str, str]) -> dict:
+    """Parse sweep values as Hydra does (``2,4,8``, ``choice(2,4)``, ``range(1,4)``, ``interval(1e-4,1e-2)``,
+    ``int(interval(1,8))``) into ``{name: ("discrete", [values]) | ("interval", lo, hi, is_int)}``."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    parser = OverridesParser.create()
+    domains = {}
+    for key, value in sweep_params.items():
+        name = name_of_override_key(str(key))
+        if name is None:
+            continue
+        override = parser.parse_override(f"{key}={value}")
+        swept = override.value()
+        if isinstance(swept, ChoiceSweep):
+            domains[name] = ("discrete", [_plain(v) for v in swept.list])
+        elif isinstance(swept, RangeSweep):
+            domains[name] = ("discrete", [_plain(v) for v in override.sweep_iterator()])
+        elif isinstance(swept, IntervalSweep):
+            is_int = "int" in swept.tags or name in INT_HPARAMS
+            domains[name] = ("interval", swept.start, swept.end, is_int)
+    return domains
+
+
+def sweep_params_of(config: DictConfig) -> dict[str, str]:
+    """The swept keys of a multirun: ``hydra.sweeper.params`` plus sweeps typed on the command line."""
+    declared = config.hydra.sweeper.get("params")
+    params = {} if declared is None else dict(OmegaConf.to_container(declared, resolve=False))
+    for override in config.hydra.overrides.task:
+        key, _, value = str(override).partition("=")
+        if "," in value or value.strip().startswith(("choice(", "range(", "interval(", "int(", "glob(")):
+            params[key] = value
+    return params
+
+
+def experiment_hparams(cfg: DictConfig, domains: dict):
+    """``hp.HParam`` objects with typed domains, and the names that differ across the sweep."""
+    from tensorboard.plugins.hparams import api as hp
+
+    hparams, differs = [], set()
+    if OmegaConf.select(cfg, HPARAM_PATHS["value_dim"]) is None and "key_dim" in domains:
+        domains = {"value_dim": domains["key_dim"], **domains}  # value_dim follows key_dim
+    for name, value in hparams_of(cfg).items():
+        domain = domains.get(name)
+        if domain and domain[0] == "discrete":
+            values = domain[1]
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+                values = [float(v) for v in values]  # TensorBoard's discrete domains hold one type
+            hparams.append(hp.HParam(name, hp.Discrete(values)))
+            differs |= {name} if len(set(values)) > 1 else set()
+        elif domain:
+            _, lo, hi, is_int = domain
+            span = hp.IntInterval(int(lo), int(hi)) if is_int else hp.RealInterval(float(lo), float(hi))
+            hparams.append(hp.HParam(name, span))
+            differs.add(name)
+        elif isinstance(value, str):
+            hparams.append(hp.HParam(name, hp.Discrete([value])))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            hparams.append(hp.HParam(name, hp.IntInterval(value, value)))
+        else:
+            hparams.append(hp.HParam(name, hp.RealInterval(float(value), float(value))))
+    return hparams, differs
+
+
+def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict) -> None:
+    """The one experiment config of a sweep (``hp.hparams_config``, with ``differs`` on swept keys)."""
+    import tensorflow as tf
+    from tensorboard.plugins.hparams import api as hp
+    from tensorboard.plugins.hparams import metadata, plugin_data_pb2
+
+    hparams, differs = experiment_hparams(cfg, domains)
+    metrics = [hp.Metric(f"hparams/{m}", display_name=m) for m in FINAL_METRICS]
+    metrics.append(hp.Metric("epoch_accuracy", group="validation", display_name="val_accuracy (latest)"))
+    summary = hp.hparams_config_pb(hparams, metrics)
+    # hparams_config_pb has no `differs` argument; set it on the experiment proto before writing.
+    experiment = metadata.parse_experiment_plugin_data(summary.value[0].metadata.plugin_data.content)
+    for info in experiment.hparam_infos:
+        info.differs = info.name in differs
+    summary.value[0].metadata.CopyFrom(
+        metadata.create_summary_metadata(plugin_data_pb2.HParamsPluginData(experiment=experiment))
+    )
+    writer = tf.summary.create_file_writer(str(log_dir))
+    with writer.as_default():
+        tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=0)
+    writer.close()
+
+
+def write_session_start(log_dir: Path, cfg: DictConfig, trial_id: str) -> None:
+    import tensorflow as tf
+    from tensorboard.plugins.hparams import api as hp
+
+    writer = tf.summary.create_file_writer(str(log_dir))
+    with writer.as_default():
+        hp.hparams(hparams_of(cfg), trial_id=trial_id)
+    writer.close()
+
+
+def write_session_end(log_dir: Path, success: bool, metrics: dict | None = None) -> None:
+    """The session's status, and on success the final metrics as ``hparams/<metric>`` scalars."""
+    import tensorflow as tf
+    from tensorboard.plugins.hparams import api_pb2, summary
+
+    status = api_pb2.STATUS_SUCCESS if success else api_pb2.STATUS_FAILURE
+    writer = tf.summary.create_file_writer(str(log_dir))
+    with writer.as_default():
+        for m in FINAL_METRICS:
+            if metrics and metrics.get(m) is not None:
+                tf.summary.scalar(f"hparams/{m}", float(metrics[m]), step=0)
+        end = summary.session_end_pb(status)  # a tf.compat.v1.Summary
+        tf.summary.experimental.write_raw_pb(end.SerializeToString(), step=0)
+    writer.close()
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") else value
