@@ -46,7 +46,9 @@ def write_attention_summaries(
         for l, layer_scores in enumerate(scores):
             images = []
             for k, text in enumerate(texts):
-                fig = attention_grid([layer_scores[k]], tokens[k], f"layer {l}: {text[:60]}", max_tokens)
+                # The image title keeps a line of the text; the Text tab (attention_probe/k) has all of it.
+                caption = text if len(text) <= 90 else text[:89] + "… (full text: attention_probe/" + f"{k})"
+                fig = attention_grid([layer_scores[k]], tokens[k], f"layer {l}, probe {k}: {caption}", max_tokens)
                 images.append(tf.io.decode_png(figure_to_png(fig), channels=3))
             # One image per probe text, one panel per head.
             tf.summary.image(f"{prefix}attention/layer_{l}", _stack(images), max_outputs=len(images))

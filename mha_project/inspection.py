@@ -22,6 +22,7 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
     from mha_project.attention import scores_for_texts
     from mha_project.callbacks import write_attention_summaries
     from mha_project.data import encode, pad_batch
+    from mha_project.head_patterns import normalized_entropy
     from mha_project.plots import attention_grid, save_figure
 
     full_length = len(run.vectorizer(np.asarray([text], dtype=object))[0])
@@ -36,13 +37,21 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
     probs = run.model.predict(pad_batch(encode([text], run.vectorizer, run.seq_len)), verbose=0)[0]
     predicted = int(np.argmax(probs))
 
-    top = []  # per layer and head: the tokens that receive the most attention
+    top = []  # per layer and head: the tokens that receive the most attention, with their positions
     for l, layer_scores in enumerate(scores):
+        entropies = normalized_entropy(layer_scores, real)
         for h in range(layer_scores.shape[1]):
             # With [CLS], its row is what the classifier reads; otherwise average over all queries.
             received = layer_scores[0, h, 0] if tokens[0] == "[CLS]" else layer_scores[0, h].mean(axis=0)
-            order = np.argsort(-received)[:top_k]
-            top.append({"layer": l, "head": h, "tokens": [(tokens[i], float(received[i])) for i in order]})
+            order = np.argsort(-received[: len(tokens)])[:top_k]
+            top.append(
+                {
+                    "layer": l,
+                    "head": h,
+                    "normalized_entropy": float(entropies[h]),
+                    "tokens": [(int(i), tokens[i], float(received[i])) for i in order],
+                }
+            )
 
     out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
     if out and out_path.is_dir():  # --out DIR: the default file name inside it
@@ -79,6 +88,7 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
         "probability": float(probs[predicted]),
         "probabilities": {c: float(p) for c, p in zip(run.class_names, probs)},
         "tokens": tokens,
+        "uniform": 1.0 / len(tokens),  # the weight every token gets from a head that attends evenly
         "top": top,
         "png": str(out_path),
         "notice": notice,

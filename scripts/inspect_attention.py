@@ -3,7 +3,8 @@
     python scripts/inspect_attention.py outputs/runs/<time> "the coffee was fresh and lovely"
     python scripts/inspect_attention.py outputs/runs/<time> "..." --out attention.png
 
-Prints the predicted class and, per layer and head, the tokens receiving the most attention; writes a
+Prints the predicted class, the tokens with their positions, and per layer and head its normalised
+entropy (1 = uniform) and the tokens receiving the most attention (token@position weight); writes a
 PNG grid (layers x heads) and the same images into the run's TensorBoard log (tensorboard/inspect).
 """
 
@@ -30,9 +31,14 @@ def main() -> None:
     if result["notice"]:
         print(result["notice"])
     print(f"predicted: {result['predicted']} (p={result['probability']:.3f})")
+    print("tokens: " + " ".join(f"{i}:{tok}" for i, tok in enumerate(result["tokens"])))
+    print(
+        f"uniform attention = 1/{len(result['tokens'])} = {result['uniform']:.3f} per token; normalised entropy "
+        "1.00 = uniform, 0 = one token"
+    )
     for row in result["top"]:
-        listed = ", ".join(f"{tok} {p:.2f}" for tok, p in row["tokens"])
-        print(f"layer {row['layer']} head {row['head']}: {listed}")
+        listed = ", ".join(f"{tok}@{i} {p:.2f}" for i, tok, p in row["tokens"])
+        print(f"layer {row['layer']} head {row['head']} (entropy {row['normalized_entropy']:.2f}): {listed}")
     print(f"picture: {result['png']}")
 
 

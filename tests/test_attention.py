@@ -113,7 +113,14 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     out = tmp_path / "grid.png"
     result = run_script("inspect_attention.py", str(tiny_run), "정말 맛있어요 great coffee", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "predicted: " in result.stdout and "layer 0 head 1:" in result.stdout
+    assert "predicted: " in result.stdout and "layer 0 head 1 (entropy " in result.stdout
+    lines = result.stdout.splitlines()
+    tokens = next(line for line in lines if line.startswith("tokens: ")).split()[1:]
+    assert tokens[0].startswith("0:") and tokens[-1] == f"{len(tokens) - 1}:coffee"  # position-indexed
+    assert f"uniform attention = 1/{len(tokens)} = {1 / len(tokens):.3f}" in result.stdout
+    head_line = next(line for line in lines if line.startswith("layer 0 head 0 "))
+    entropy = float(head_line.split("(entropy ")[1].split(")")[0])
+    assert 0.0 <= entropy <= 1.0 and "@" in head_line
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "inspect/attention/layer_0" in event_records(tiny_run / "tensorboard" / "inspect")
 
@@ -123,3 +130,20 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
 
     result = run_script("inspect_attention.py", str(tiny_run), "  ")
     assert result.returncode == 2 and "text is empty" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
+    from mha_project.plots import attention_grid
+
+    rng = np.random.default_rng(0)
+    scores = rng.dirichlet(np.ones(50), size=(8, 50))  # 8 heads, 50 tokens
+    fig = attention_grid([scores], [f"w{i}" for i in range(50)], "probe", max_tokens=24)
+    heatmaps = [ax for ax in fig.axes if ax.get_images() and ax.get_title()]
+    assert len(heatmaps) == 8
+    rows = {round(ax.get_position().y0, 3) for ax in heatmaps}
+    columns = {round(ax.get_position().x0, 3) for ax in heatmaps}
+    assert len(rows) == 2 and len(columns) == 4
+    assert "first 24 of 50 tokens" in fig._suptitle.get_text() and "1/n" in fig._suptitle.get_text()
+    assert [t.get_text() for t in heatmaps[0].get_xticklabels()][-1] == "w23"
+    fig = attention_grid([scores[:3, :5, :5]], ["a", "b", "c", "d", "e"], "short")
+    assert "(5 tokens;" in fig._suptitle.get_text()
