@@ -85,6 +85,7 @@ class AttentionLogConfig:
     num_probes: int = 3
     probe_texts: List[str] = field(default_factory=list)
     max_tokens: int = 24
+    html: bool = True
 
 
 @dataclass

@@ -10,7 +10,9 @@ from mha_project.errors import UserError
 from mha_project.run import load_run
 
 
-def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max_tokens: int = 24) -> dict:
+def inspect_text(
+    run_dir, text: str, out: str | None = None, top_k: int = 3, max_tokens: int = 24, html: str | None = None
+) -> dict:
     if max_tokens < 1:
         raise UserError(f"--max-tokens={max_tokens} is invalid: must be an integer >= 1")
     if top_k < 1:
@@ -67,6 +69,14 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
     except OSError as err:  # a read-only run dir, a file where the folder should be, a full disk
         raise UserError(f"cannot write {out_path} ({err.strerror or err}); pass --out with a writable path") from None
 
+    if html:
+        from mha_project.head_view import write_head_view
+
+        try:
+            write_head_view(html, run.model, run.vectorizer, [text], run.seq_len, run.class_names, title=text[:80])
+        except OSError as err:
+            raise UserError(f"cannot write {html} ({err.strerror or err}); pass --html with a writable path") from None
+
     import tensorflow as tf
 
     writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "inspect"))
@@ -91,6 +101,7 @@ def inspect_text(run_dir, text: str, out: str | None = None, top_k: int = 3, max
         "uniform": 1.0 / len(tokens),  # the weight every token gets from a head that attends evenly
         "top": top,
         "png": str(out_path),
+        "html": str(html) if html else None,
         "notice": notice,
     }
 

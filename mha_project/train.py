@@ -104,6 +104,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         save_vocabulary,
     )
     from mha_project.distribute import make_strategy, use_logical_cpus
+    from mha_project.head_view import write_head_view
     from mha_project.hparams import write_session_end, write_session_start
     from mha_project.io import write_json_atomic, write_text_atomic
     from mha_project.model import build_classifier, model_summary
@@ -189,6 +190,9 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     write_text_atomic(run_dir / "model_summary.txt", summary)
     log.info("model:\n" + summary)
 
+    attention = cfg.logger.attention
+    probes = list(attention.probe_texts) or data.val_texts[: attention.num_probes]
+    probe_labels = None if attention.probe_texts else data.val_labels[: attention.num_probes]
     history_csv = run_dir / "history.csv"
     best_weights = run_dir / "checkpoints" / "best.weights.h5"
     if not record.done("trained"):
@@ -218,10 +222,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
             callbacks.append(
                 keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch", profile_batch=profile)
             )
-            attention = cfg.logger.attention
             if attention.every_n_epochs > 0:
-                probes = list(attention.probe_texts) or data.val_texts[: attention.num_probes]
-                labels = None if attention.probe_texts else data.val_labels[: attention.num_probes]
                 callbacks.append(
                     AttentionLogger(
                         run_dir / "tensorboard" / "attention",
@@ -229,7 +230,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
                         probes,
                         seq_len,
                         attention.every_n_epochs,
-                        labels=labels,
+                        labels=probe_labels,
                         class_names=data.class_names,
                         max_tokens=attention.max_tokens,
                     )
@@ -279,6 +280,16 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     if not record.done("exported"):
         export_inference_model(model, vectorizer, seq_len, run_dir / "export")
         record.finish_stage("exported")
+    if attention.html and probes:  # the interactive head view of the probes (mha_project/head_view.py)
+        write_head_view(
+            run_dir / "attention.html",
+            model,
+            vectorizer,
+            probes,
+            seq_len,
+            data.class_names,
+            title=f"{run_dir.name}: {cfg.model.num_layers} layer(s) x {cfg.model.num_heads} heads, {data.name}",
+        )
 
     results = record.results
     metrics = {

@@ -2,6 +2,7 @@
 
     python scripts/inspect_attention.py outputs/runs/<time> "the coffee was fresh and lovely"
     python scripts/inspect_attention.py outputs/runs/<time> "..." --out attention.png
+    python scripts/inspect_attention.py outputs/runs/<time> "..." --html view.html   # interactive head view
 
 Prints the predicted class, the tokens with their positions, and per layer and head its normalised
 entropy (1 = uniform) and the tokens receiving the most attention (token@position weight); writes a
@@ -19,13 +20,16 @@ def main() -> None:
     parser.add_argument("run_dir", help="a run directory written by scripts/train.py")
     parser.add_argument("text", help="the text to inspect")
     parser.add_argument("--out", help="PNG path (default: RUN_DIR/inspect/attention_<text>.png)")
+    parser.add_argument("--html", help="also write the interactive head view (one self-contained HTML file)")
     parser.add_argument("--top", type=int, default=3, help="tokens listed per head (default 3)")
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens shown per heatmap axis (default 24)")
     args = parser.parse_args()
     try:
         from mha_project.inspection import inspect_text
 
-        result = inspect_text(args.run_dir, args.text, out=args.out, top_k=args.top, max_tokens=args.max_tokens)
+        result = inspect_text(
+            args.run_dir, args.text, out=args.out, top_k=args.top, max_tokens=args.max_tokens, html=args.html
+        )
     except UserError as err:
         fail(str(err))
     if result["notice"]:
@@ -40,6 +44,8 @@ def main() -> None:
         listed = ", ".join(f"{tok}@{i} {p:.2f}" for i, tok, p in row["tokens"])
         print(f"layer {row['layer']} head {row['head']} (entropy {row['normalized_entropy']:.2f}): {listed}")
     print(f"picture: {result['png']}")
+    if result["html"]:
+        print(f"head view: {result['html']} (open it in a browser; works offline)")
 
 
 if __name__ == "__main__":
