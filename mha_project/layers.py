@@ -217,9 +217,17 @@ class EncoderBlock(layers.Layer):
         residual = x
         if self.norm_first:
             x = self.attention_norm(x)
-        x, scores = self.attention(
-            x, x, x, attention_mask=attention_mask, training=training, return_attention_scores=True
+        # Scores only when asked (logging, inspection): without them Keras may take its fused
+        # ops.dot_product_attention path (when attention dropout is 0), about 2x faster at 256 tokens.
+        attended = self.attention(
+            x,
+            x,
+            x,
+            attention_mask=attention_mask,
+            training=training,
+            return_attention_scores=return_attention_scores,
         )
+        x, scores = attended if return_attention_scores else (attended, None)
         x = residual + self.attention_output_dropout(x, training=training)
         if not self.norm_first:
             x = self.attention_norm(x)

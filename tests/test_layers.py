@@ -167,3 +167,25 @@ def test_embedding_config_from_before_input_scale_loads_as_none():
 def test_unknown_input_scale_is_a_one_line_error():
     with pytest.raises(ValueError, match="input_scale='bogus' is invalid: must be one of layer_norm, sqrt_dim, none"):
         TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, input_scale="bogus")
+
+
+def test_training_never_requests_attention_scores_and_analysis_does(monkeypatch):
+    # Keras takes its fused dot-product-attention path only when no scores are requested: a spy on
+    # MultiHeadAttention.call records what fit / predict ask for, and what attention_scores asks for.
+    requested = []
+    original = keras.layers.MultiHeadAttention.call
+
+    def spy(self, *args, return_attention_scores=False, **kwargs):
+        requested.append(bool(return_attention_scores))
+        return original(self, *args, return_attention_scores=return_attention_scores, **kwargs)
+
+    monkeypatch.setattr(keras.layers.MultiHeadAttention, "call", spy)
+    model = build_classifier(model_cfg(attention_dropout=0.0), vocab_size=20, num_classes=2)
+    model.compile("adam", "sparse_categorical_crossentropy", run_eagerly=False)
+    model.fit(IDS, np.array([0, 1, 0]), epochs=1, verbose=0)
+    model.predict(IDS, verbose=0)
+    assert requested and not any(requested)  # traced train and predict steps: never
+
+    requested.clear()
+    scores = attention_scores(model, IDS)
+    assert requested == [True, True] and scores[0].shape == (3, 4, 6, 6)
