@@ -30,37 +30,39 @@ MULTI_WORKER_UNSUPPORTED = (
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
 
 
+# The schema holds types only: every value lives in configs/ (one place), and a key missing there is an
+# error (MISSING) rather than a silent second default.
 @dataclass
 class DataConfig:
-    name: str = "fine_foods"
-    tfds_name: Optional[str] = None  # imdb_reviews / ag_news_subset
-    path: Optional[str] = None  # data=folder
-    data_dir: Optional[str] = None  # where TFDS keeps prepared data (None: ~/tensorflow_datasets)
-    download: bool = True  # TFDS may download when the data is not prepared yet
-    val_fraction: float = 0.1  # carved from train with the seed
-    limit: Optional[int] = None  # cap on examples per split (smoke runs)
-    vocab_size: int = 10000
-    seq_len: int = "${seq_len}"  # type: ignore[assignment]  (interpolation, resolved to int)
-    bucketing: bool = True  # pad each batch to its own length bucket, not to seq_len
-    bucket_width: Optional[int] = 32  # buckets every 32 tokens (after 16); null: powers of two only
+    name: str = MISSING
+    tfds_name: Optional[str] = MISSING
+    path: Optional[str] = MISSING
+    data_dir: Optional[str] = MISSING
+    download: bool = MISSING
+    val_fraction: float = MISSING
+    limit: Optional[int] = MISSING
+    vocab_size: int = MISSING
+    seq_len: int = MISSING
+    bucketing: bool = MISSING
+    bucket_width: Optional[int] = MISSING
 
 
 @dataclass
 class ModelConfig:
     num_heads: int = MISSING
     key_dim: int = MISSING
-    value_dim: Optional[int] = None
+    value_dim: Optional[int] = MISSING
     dropout: float = MISSING
-    attention_dropout: Optional[float] = None  # None: same as dropout
+    attention_dropout: Optional[float] = MISSING
     num_layers: int = MISSING
     embed_dim: int = MISSING
     ff_dim: int = MISSING
     max_len: int = MISSING
-    activation: str = "gelu"
-    use_bias: bool = True
-    norm_first: bool = False
-    pooling: str = "mean"  # mean | mean_max | cls
-    embedding_norm: str = MISSING  # layer_norm | sqrt_dim | none (configs/model/encoder.yaml)
+    activation: str = MISSING
+    use_bias: bool = MISSING
+    norm_first: bool = MISSING
+    pooling: str = MISSING
+    embedding_norm: str = MISSING
 
 
 @dataclass
@@ -68,32 +70,32 @@ class TrainerConfig:
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
-    weight_decay: float = 0.01
-    warmup_fraction: float = 0.1
-    early_stopping_patience: int = 2
-    jit_compile: bool = False
-    steps_per_execution: int = 1
-    validations_per_epoch: int = 1
-    precision: str = "float32"
-    distribution: str = "none"
-    cpu_devices: Optional[int] = None  # split the CPU into N logical devices (to try `mirrored` without GPUs)
+    weight_decay: float = MISSING
+    warmup_fraction: float = MISSING
+    early_stopping_patience: int = MISSING
+    jit_compile: bool = MISSING
+    steps_per_execution: int = MISSING
+    validations_per_epoch: int = MISSING
+    precision: str = MISSING
+    distribution: str = MISSING
+    cpu_devices: Optional[int] = MISSING
 
 
 @dataclass
 class AttentionLogConfig:
-    every_n_epochs: int = 1
-    num_probes: int = 3
-    probe_texts: List[str] = field(default_factory=list)
-    max_tokens: int = 24
-    html: bool = True
+    every_n_epochs: int = MISSING
+    num_probes: int = MISSING
+    probe_texts: List[str] = MISSING
+    max_tokens: int = MISSING
+    html: bool = MISSING
 
 
 @dataclass
 class LoggerConfig:
-    tensorboard: bool = True
+    tensorboard: bool = MISSING
     attention: AttentionLogConfig = field(default_factory=AttentionLogConfig)
-    hparams: bool = True
-    profile_batches: List[int] = field(default_factory=list)
+    hparams: bool = MISSING
+    profile_batches: List[int] = MISSING
 
 
 @dataclass
@@ -104,7 +106,7 @@ class TrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     heads: int = MISSING
     key_dim: int = MISSING
-    value_dim: Optional[int] = None
+    value_dim: Optional[int] = MISSING
     dropout: float = MISSING
     layers: int = MISSING
     embed_dim: int = MISSING
@@ -113,10 +115,10 @@ class TrainConfig:
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
-    seed: int = 42
-    deterministic: bool = False
+    seed: int = MISSING
+    deterministic: bool = MISSING
     overwrite: bool = MISSING
-    optimized_metric: Optional[str] = "best_val_accuracy"
+    optimized_metric: Optional[str] = MISSING
     # Free-form room for experiment configs (notes, tags); never read by the code.
     tags: Any = None
 

@@ -210,7 +210,8 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
                 monitor="val_accuracy",
                 mode="max",
                 patience=cfg.trainer.early_stopping_patience * rounds,
-                restore_best_weights=True,
+                # No restore_best_weights: BestWeights keeps the best epoch on disk (it survives a resume),
+                # and the test below loads it from there; one copy of the best weights, not two.
                 # Patience counts from the end of the learning-rate warm-up: with epochs=1000 the warm-up
                 # alone is 100 epochs, and validation accuracy rises slowly while the rate is tiny.
                 start_from_epoch=int(cfg.trainer.warmup_fraction * fit_schedule["epochs"]),

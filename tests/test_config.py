@@ -106,3 +106,22 @@ def test_out_of_range_values_name_key_value_and_allowed(override, key):
 
 def test_defaults_are_valid():
     validate_config(compose_train())
+
+
+def test_the_schema_holds_types_only_and_every_value_is_in_the_yaml():
+    import dataclasses
+
+    from mha_project import config
+
+    schemas = [config.DataConfig, config.ModelConfig, config.TrainerConfig, config.AttentionLogConfig]
+    schemas += [config.LoggerConfig, config.TrainConfig]
+    for schema in schemas:
+        for f in dataclasses.fields(schema):
+            if f.default_factory is not dataclasses.MISSING:
+                assert dataclasses.is_dataclass(f.default_factory()), (schema.__name__, f.name)
+            elif f.name != "tags":  # free-form, never read
+                assert f.default == "???", f"{schema.__name__}.{f.name} has a default in config.py: {f.default!r}"
+    # ... so every value of a composed config comes from configs/ (a key missing there would raise here)
+    for data in ("fine_foods", "imdb", "ag_news", "folder data.path=/some/dir"):
+        cfg = compose_train(*f"data={data}".split())
+        OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
