@@ -206,6 +206,6 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             )
             shutil.rmtree(self.backup_dir, ignore_errors=True)
             if self.history_csv is not None:  # its rows describe the epochs that are now trained again
-                from mha_project.train import trim_history
+                from mha_project.history import trim_history
 
                 trim_history(self.history_csv, 0)

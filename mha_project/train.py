@@ -16,7 +16,6 @@ A run directory (Hydra's output dir) ends up holding:
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import logging
 import math
@@ -30,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
+from mha_project.history import backed_up_epochs, read_history, trim_history
 from mha_project.hparams import hparams_of
 
 # Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
@@ -356,35 +356,6 @@ def save_model_atomic(model, path: Path) -> None:
     tmp.replace(path)
 
 
-def backed_up_epochs(backup_dir: Path) -> int:
-    """Epochs completed according to BackupAndRestore's metadata (0 when there is no backup)."""
-    try:
-        return int(json.loads((Path(backup_dir) / "training_metadata.json").read_text())["epoch"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
-
-
-def trim_history(path: Path, keep_below: int) -> list[dict]:
-    """Keep history.csv's header and its rows with epoch < ``keep_below``; return the kept rows.
-
-    Rewritten in place (not renamed) because CSVLogger appends to the same file afterwards.
-    """
-    path = Path(path)
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        fields = reader.fieldnames or []
-        all_rows = [r for r in reader if r.get("epoch", "").strip().isdigit()]
-    rows = [r for r in all_rows if int(r["epoch"]) < keep_below]
-    if len(rows) != len(all_rows):
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
-            writer.writeheader()
-            writer.writerows(rows)
-    return rows
-
-
 def run_from_cli(cfg: DictConfig):
     """What ``scripts/train.py`` runs: ``train`` plus the error policy of a command-line tool.
 
@@ -431,13 +402,6 @@ def run_from_cli(cfg: DictConfig):
         value = metrics.get(cfg.optimized_metric)
         return float("nan") if value is None else float(value)
     return metrics
-
-
-def read_history(path: Path) -> list[dict]:
-    if not Path(path).exists():
-        return []
-    with open(path, newline="") as f:
-        return [row for row in csv.DictReader(f) if row.get("epoch", "").strip().isdigit()]
 
 
 def _best(rows: list[dict], key: str):

@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT, TINY, train_tiny
 from mha_project.errors import UserError
+from mha_project.history import trim_history
 from mha_project.run_dir import differences, open_run_dir
-from mha_project.train import trim_history
 
 FAST = [*TINY, "logger.attention.every_n_epochs=0"]
 RECORD = (

@@ -117,7 +117,7 @@ def test_start_is_quiet_and_the_model_summary_is_kept(tiny_run: Path):
 @pytest.mark.slow
 def test_several_validations_per_epoch(tmp_path):
     """trainer.validations_per_epoch=2: two history rows per pass over the data, half an epoch apart."""
-    from mha_project.report import time_to_accuracy
+    from mha_project.history import time_to_accuracy
 
     run_dir = tmp_path / "run"
     result = train_tiny(run_dir, "trainer.validations_per_epoch=2", "logger.attention.every_n_epochs=0")
