@@ -143,3 +143,210 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
             "bucket_width": cfg.data.get("bucket_width"),
         },
     }
+
+
+# ---- time to accuracy: the published keras.io recipe against this project, in one process -------------
+
+# "Text classification with Transformer" (keras.io/examples/nlp/text_classification_with_transformer),
+# as published: 20k words, the last 200 tokens of each review (pad_sequences pads and truncates at the
+# front), no padding mask, embed 32, 2 heads x key_dim 32, ff 32, Adam 1e-3, batch 32, 2 epochs.
+RECIPE = {"vocab_size": 20000, "maxlen": 200, "embed_dim": 32, "num_heads": 2, "ff_dim": 32, "batch_size": 32}
+RECIPE_EPOCHS = 2
+
+
+def keras_io_recipe_model(num_classes: int = 2):
+    """The recipe's model, line for line (its two layers are defined inline there, as here)."""
+    import keras
+    from keras import layers, ops
+
+    class TransformerBlock(layers.Layer):
+        def __init__(self, embed_dim, num_heads, ff_dim, rate=0.1):
+            super().__init__()
+            self.att = layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)
+            self.ffn = keras.Sequential([layers.Dense(ff_dim, activation="relu"), layers.Dense(embed_dim)])
+            self.layernorm1 = layers.LayerNormalization(epsilon=1e-6)
+            self.layernorm2 = layers.LayerNormalization(epsilon=1e-6)
+            self.dropout1 = layers.Dropout(rate)
+            self.dropout2 = layers.Dropout(rate)
+
+        def call(self, inputs):
+            attn_output = self.att(inputs, inputs)
+            attn_output = self.dropout1(attn_output)
+            out1 = self.layernorm1(inputs + attn_output)
+            ffn_output = self.ffn(out1)
+            ffn_output = self.dropout2(ffn_output)
+            return self.layernorm2(out1 + ffn_output)
+
+    class TokenAndPositionEmbedding(layers.Layer):
+        def __init__(self, maxlen, vocab_size, embed_dim):
+            super().__init__()
+            self.token_emb = layers.Embedding(input_dim=vocab_size, output_dim=embed_dim)
+            self.pos_emb = layers.Embedding(input_dim=maxlen, output_dim=embed_dim)
+
+        def call(self, x):
+            maxlen = ops.shape(x)[-1]
+            positions = ops.arange(start=0, stop=maxlen, step=1)
+            positions = self.pos_emb(positions)
+            x = self.token_emb(x)
+            return x + positions
+
+    inputs = layers.Input(shape=(RECIPE["maxlen"],))
+    x = TokenAndPositionEmbedding(RECIPE["maxlen"], RECIPE["vocab_size"], RECIPE["embed_dim"])(inputs)
+    x = TransformerBlock(RECIPE["embed_dim"], RECIPE["num_heads"], RECIPE["ff_dim"])(x)
+    x = layers.GlobalAveragePooling1D()(x)
+    x = layers.Dropout(0.1)(x)
+    x = layers.Dense(20, activation="relu")(x)
+    x = layers.Dropout(0.1)(x)
+    outputs = layers.Dense(num_classes, activation="softmax")(x)
+    model = keras.Model(inputs=inputs, outputs=outputs)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def recipe_arrays(rows: list[np.ndarray], maxlen: int) -> np.ndarray:
+    """``keras.utils.pad_sequences(rows, maxlen)`` as the recipe calls it: keep the last ``maxlen`` ids,
+    pad at the front.
+
+    >>> recipe_arrays([np.array([1, 2, 3]), np.array([4])], maxlen=2).tolist()
+    [[2, 3], [0, 4]]
+    """
+    import keras
+
+    return keras.utils.pad_sequences([list(r) for r in rows], maxlen=maxlen).astype("int32")
+
+
+def run_time_to_accuracy(cfg, target: float, round_fraction: float = 0.25, max_rounds: int | None = None) -> dict:
+    """Train (a) the keras.io recipe and (b) this project (``cfg``) in alternating rounds of
+    ``round_fraction`` of an epoch, on the same examples in the same order, each with its own clock
+    (training only: each side's validation after every round is not on its clock), until both reach
+    ``val_accuracy >= target`` or run out of epochs (the recipe's 2, the project's ``trainer.epochs``).
+    """
+    import math
+    import time
+
+    import keras
+
+    from mha_project.data import (
+        bucket_boundaries,
+        encode,
+        load_dataset,
+        make_vectorizer,
+        pipeline_from_cfg,
+        pipeline_from_token_ids,
+    )
+    from mha_project.model import build_classifier
+    from mha_project.train import compile_classifier, expected_end_of_data
+
+    data = load_dataset(cfg.data, cfg.seed)
+    n = len(data.train_texts)
+    train_labels, val_labels = np.asarray(data.train_labels), np.asarray(data.val_labels)
+    rounds_per_epoch = max(1, round(1 / round_fraction))
+    rng = np.random.default_rng(cfg.seed)
+
+    # Tokenising is done once for each side, before any clock starts.
+    recipe_vectorizer = make_vectorizer(data.train_texts, RECIPE["vocab_size"])
+    full = 10**9  # the recipe keeps each review whole until pad_sequences cuts it
+    x_a = recipe_arrays(encode(data.train_texts, recipe_vectorizer, full), RECIPE["maxlen"])
+    val_a = recipe_arrays(encode(data.val_texts, recipe_vectorizer, full), RECIPE["maxlen"])
+    test_a = recipe_arrays(encode(data.test_texts, recipe_vectorizer, full), RECIPE["maxlen"])
+
+    vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
+    seq_len = int(cfg.data.seq_len)
+    rows_b = encode(data.train_texts, vectorizer, seq_len)
+    val_b = pipeline_from_cfg(cfg, data.val_texts, data.val_labels, vectorizer, shuffle=False)
+    test_b = pipeline_from_cfg(cfg, data.test_texts, data.test_labels, vectorizer, shuffle=False)
+    bucket_options = dict(bucketing=bool(cfg.data.bucketing), bucket_width=cfg.data.get("bucket_width"))
+
+    keras.utils.set_random_seed(cfg.seed)
+    keras.mixed_precision.set_global_policy("float32")
+    model_a = keras_io_recipe_model(data.num_classes)
+    keras.mixed_precision.set_global_policy(cfg.trainer.precision)
+    model_b = build_classifier(cfg.model, vectorizer.vocabulary_size(), data.num_classes)
+    # Batches per epoch for the schedule: one partial batch per length bucket in every round.
+    buckets = len(bucket_boundaries(seq_len, bucket_options["bucket_width"])) if bucket_options["bucketing"] else 1
+    batches_per_epoch = math.ceil(n / cfg.trainer.batch_size) + rounds_per_epoch * buckets
+    compile_classifier(model_b, cfg.trainer, total_steps=batches_per_epoch * int(cfg.trainer.epochs))
+
+    limit_a = RECIPE_EPOCHS * rounds_per_epoch
+    limit_b = int(cfg.trainer.epochs) * rounds_per_epoch
+    total_rounds = max(limit_a, limit_b) if max_rounds is None else min(max(limit_a, limit_b), max_rounds)
+    sides = {
+        "keras_io_recipe": {"seconds": [], "val_accuracy": [], "examples": 0, "reached": None, "limit": limit_a},
+        "project": {"seconds": [], "val_accuracy": [], "examples": 0, "reached": None, "limit": limit_b},
+    }
+    order = None
+    with expected_end_of_data():
+        for r in range(total_rounds):
+            if r % rounds_per_epoch == 0:
+                order = rng.permutation(n)  # one shuffle per epoch, shared by both sides
+            part = np.array_split(order, rounds_per_epoch)[r % rounds_per_epoch]
+            for name, side in sides.items():
+                if r >= side["limit"] or side["reached"] is not None:
+                    continue
+                if name == "keras_io_recipe":
+                    start = time.perf_counter()
+                    model_a.fit(x_a[part], train_labels[part], batch_size=RECIPE["batch_size"], epochs=1, verbose=0)
+                    seconds = time.perf_counter() - start
+                    _, val_accuracy = model_a.evaluate(val_a, val_labels, batch_size=256, verbose=0)
+                else:
+                    ds = pipeline_from_token_ids(
+                        [rows_b[i] for i in part],
+                        train_labels[part],
+                        seq_len,
+                        int(cfg.trainer.batch_size),
+                        shuffle=True,
+                        seed=int(cfg.seed) + r,
+                        **bucket_options,
+                    )
+                    start = time.perf_counter()
+                    model_b.fit(ds, epochs=1, verbose=0, shuffle=False)
+                    seconds = time.perf_counter() - start
+                    _, val_accuracy = model_b.evaluate(val_b, verbose=0)
+                side["seconds"].append(seconds)
+                side["val_accuracy"].append(float(val_accuracy))
+                side["examples"] += len(part)
+                if val_accuracy >= target:
+                    side["reached"] = r + 1
+            if all(s["reached"] is not None or r + 1 >= s["limit"] for s in sides.values()):
+                break
+        _, test_a_accuracy = model_a.evaluate(test_a, np.asarray(data.test_labels), batch_size=256, verbose=0)
+        _, test_b_accuracy = model_b.evaluate(test_b, verbose=0)
+    keras.mixed_precision.set_global_policy("float32")
+
+    def report(side, test_accuracy):
+        reached = side["reached"]
+        return {
+            "seconds_to_target": round(sum(side["seconds"][:reached]), 2) if reached else None,
+            "epochs_to_target": round(reached / rounds_per_epoch, 3) if reached else None,
+            "rounds": len(side["seconds"]),
+            "train_seconds_per_round": [round(t, 2) for t in side["seconds"]],
+            "val_accuracy_per_round": [round(v, 4) for v in side["val_accuracy"]],
+            "examples_per_second": round(side["examples"] / max(sum(side["seconds"]), 1e-9), 1),
+            "test_accuracy": round(float(test_accuracy), 4),
+        }
+
+    a = report(sides["keras_io_recipe"], test_a_accuracy)
+    b = report(sides["project"], test_b_accuracy)
+    both = a["seconds_to_target"] is not None and b["seconds_to_target"] is not None
+    return {
+        "target_val_accuracy": target,
+        "round_fraction": 1 / rounds_per_epoch,
+        "keras_io_recipe": a,
+        "project": b,
+        # project time / recipe time to the target: the issue's goal is <= 0.5
+        "ratio": round(b["seconds_to_target"] / a["seconds_to_target"], 3) if both else None,
+        "train_examples": n,
+        "val_examples": len(data.val_texts),
+        "config": {
+            "dataset": data.name,
+            "recipe": dict(RECIPE, epochs=RECIPE_EPOCHS, optimizer="adam 1e-3", mask=False),
+            "project": {
+                "seq_len": seq_len,
+                "batch_size": int(cfg.trainer.batch_size),
+                "epochs": int(cfg.trainer.epochs),
+                "lr": float(cfg.trainer.lr),
+                "model": OmegaConf.to_container(cfg.model, resolve=True),
+                **bucket_options,
+            },
+        },
+    }

@@ -259,6 +259,48 @@ def make_pipeline(
     ds = tf.data.Dataset.from_tensor_slices((list(texts), np.asarray(labels, "int32")))
     ds = ds.batch(1024).map(lambda t, y: (vectorizer(t), y), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     ds = ds.map(lambda ids, y: (tf.cast(ids[:seq_len], tf.int32), y))
+    return batch_token_ids(
+        ds,
+        len(texts),
+        seq_len,
+        batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        bucketing=bucketing,
+        bucket_width=bucket_width,
+        cache=cache,
+    )
+
+
+def pipeline_from_token_ids(rows, labels, seq_len: int, batch_size: int, **options):
+    """``make_pipeline`` for texts tokenised already (``rows``: id arrays, as :func:`encode` returns)."""
+    import tensorflow as tf
+
+    rows = [np.asarray(r[:seq_len], "int32") for r in rows]
+    ragged = tf.RaggedTensor.from_row_lengths(
+        np.concatenate(rows) if rows else np.zeros(0, "int32"), [len(r) for r in rows]
+    )
+    ds = tf.data.Dataset.from_tensor_slices((ragged, np.asarray(labels, "int32")))
+    # Rows of a ragged tensor come out as ragged-rank-0 RaggedTensors; padded_batch wants plain tensors.
+    ds = ds.map(lambda ids, y: (ids if isinstance(ids, tf.Tensor) else ids.flat_values, y))
+    return batch_token_ids(ds, len(rows), seq_len, batch_size, **options)
+
+
+def batch_token_ids(
+    ds,
+    n: int,
+    seq_len: int,
+    batch_size: int,
+    *,
+    shuffle: bool,
+    seed: int,
+    bucketing: bool = True,
+    bucket_width: int | None = None,
+    cache: bool = True,
+):
+    """(ids, label) examples -> cache -> (reshuffle every epoch) -> bucketed batches -> prefetch."""
+    import tensorflow as tf
+
     if cache:
         ds = ds.cache()
     # Bucketing hides the number of batches from tf.data, so Keras's first-epoch progress bar would read
@@ -268,7 +310,7 @@ def make_pipeline(
     bounds = bucket_boundaries(seq_len, bucket_width) if bucketing else []
     n_batches = batch_count(lengths, bounds, batch_size)
     if shuffle:
-        ds = ds.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
     if bucketing:
         # Buckets end at `bound` inclusive; padding to the bucket's edge keeps the set of shapes small.
         ds = ds.bucket_by_sequence_length(

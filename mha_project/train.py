@@ -171,21 +171,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     total_steps = steps_per_epoch * fit_schedule["epochs"]
     with strategy.scope():
         model = build_classifier(cfg.model, vectorizer.vocabulary_size(), data.num_classes)
-        schedule = keras.optimizers.schedules.CosineDecay(
-            initial_learning_rate=0.0 if cfg.trainer.warmup_fraction > 0 else cfg.trainer.lr,
-            decay_steps=max(1, total_steps - int(cfg.trainer.warmup_fraction * total_steps)),
-            warmup_target=cfg.trainer.lr if cfg.trainer.warmup_fraction > 0 else None,
-            warmup_steps=int(cfg.trainer.warmup_fraction * total_steps),
-        )
-        model.compile(
-            optimizer=keras.optimizers.AdamW(
-                learning_rate=schedule, weight_decay=cfg.trainer.weight_decay, clipnorm=1.0
-            ),
-            loss="sparse_categorical_crossentropy",
-            metrics=["accuracy"],
-            jit_compile=cfg.trainer.jit_compile,
-            steps_per_execution=cfg.trainer.steps_per_execution,
-        )
+        compile_classifier(model, cfg.trainer, total_steps)
     summary = model_summary(model)
     write_text_atomic(run_dir / "model_summary.txt", summary)
     log.info("model:\n" + summary)
@@ -322,6 +308,26 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     return metrics
 
 
+def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
+    """AdamW (clipped gradients) with a linear warm-up then cosine decay to 0 over ``total_steps``."""
+    import keras
+
+    warmup = trainer_cfg.warmup_fraction > 0
+    schedule = keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0 if warmup else trainer_cfg.lr,
+        decay_steps=max(1, total_steps - int(trainer_cfg.warmup_fraction * total_steps)),
+        warmup_target=trainer_cfg.lr if warmup else None,
+        warmup_steps=int(trainer_cfg.warmup_fraction * total_steps),
+    )
+    model.compile(
+        optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=trainer_cfg.jit_compile,
+        steps_per_execution=trainer_cfg.steps_per_execution,
+    )
+
+
 @contextlib.contextmanager
 def expected_end_of_data():
     """Bucketed batches make an epoch's length unknown to Keras up front, so its "ran out of data"
@@ -425,7 +431,13 @@ def export_inference_model(model, vectorizer, seq_len: int, path: Path) -> None:
 
     tmp = path.with_name(f".tmp-{path.name}")
     shutil.rmtree(tmp, ignore_errors=True)
-    end_to_end.export(str(tmp), verbose=False)
+    tf_log = logging.getLogger("tensorflow")
+    level = tf_log.level
+    tf_log.setLevel(logging.WARNING)  # "Assets written to ..." on every export is not news
+    try:
+        end_to_end.export(str(tmp), verbose=False)
+    finally:
+        tf_log.setLevel(level)
     shutil.rmtree(path, ignore_errors=True)  # a complete export replaces an older one
     tmp.rename(path)
 

@@ -4,6 +4,11 @@
     python scripts/benchmark.py data=folder data.path=/tmp/aclImdb seq_len=512 data.limit=2000
     python scripts/benchmark.py --epochs 5 trainer.steps_per_execution=4
     python scripts/benchmark.py --variant trainer.precision=mixed_bfloat16 --variant model.attention_dropout=0
+    python scripts/benchmark.py --time-to-accuracy 0.867 experiment=imdb_fast data=folder data.path=/tmp/aclImdb
+
+--time-to-accuracy T trains (a) the keras.io "Text classification with Transformer" recipe as published
+(mha_project/benchmark.py) and (b) this project's configuration in alternating rounds of a quarter
+epoch on the same examples, each with its own clock, until both reach validation accuracy T.
 
 Each --variant (one override, or several separated by spaces) adds a model (c) trained with this
 project's pipeline and those settings, timed in the same rounds, reported with its ratio to (b).
@@ -42,7 +47,21 @@ def main() -> None:
         metavar="OVERRIDES",
         help="extra settings for an additional project-pipeline model, e.g. trainer.jit_compile=true",
     )
+    parser.add_argument(
+        "--time-to-accuracy",
+        type=float,
+        metavar="T",
+        help="instead of throughput: seconds of training each side needs to reach validation accuracy T",
+    )
+    parser.add_argument("--round-fraction", type=float, default=0.25, help="epoch fraction per round (default 0.25)")
+    parser.add_argument("--max-rounds", type=int, help="stop after this many rounds (default: both sides' epochs)")
     args = parser.parse_args()
+    if args.time_to_accuracy is not None and not 0.0 < args.time_to_accuracy <= 1.0:
+        fail(f"--time-to-accuracy={args.time_to_accuracy} is invalid: must be a validation accuracy in (0, 1]")
+    if not 0.0 < args.round_fraction <= 1.0:
+        fail(f"--round-fraction={args.round_fraction} is invalid: must be in (0, 1]")
+    if args.max_rounds is not None and args.max_rounds < 1:
+        fail(f"--max-rounds={args.max_rounds} is invalid: must be an integer >= 1")
     if args.epochs < 1:
         fail(f"--epochs={args.epochs} is invalid: must be an integer >= 1")
     register_configs()
@@ -52,9 +71,14 @@ def main() -> None:
             variants = {v: compose(config_name="train", overrides=[*args.overrides, *v.split()]) for v in args.variant}
         for checked in (cfg, *variants.values()):
             validate_config(checked)
-        from mha_project.benchmark import run_benchmark
+        from mha_project.benchmark import run_benchmark, run_time_to_accuracy
 
-        result = run_benchmark(cfg, timed_epochs=args.epochs, variants=variants)
+        if args.time_to_accuracy is not None:
+            result = run_time_to_accuracy(
+                cfg, args.time_to_accuracy, round_fraction=args.round_fraction, max_rounds=args.max_rounds
+            )
+        else:
+            result = run_benchmark(cfg, timed_epochs=args.epochs, variants=variants)
     except UserError as err:
         fail(str(err))
     except (HydraException, OmegaConfBaseException) as err:  # an override Hydra cannot apply

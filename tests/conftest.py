@@ -16,6 +16,17 @@ QUIET = ["logger.attention.every_n_epochs=0"]
 TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
 
 
+def compose_cfg(*overrides: str):
+    """The config scripts/train.py would run with these overrides, for in-process train(cfg, run_dir)."""
+    from hydra import compose, initialize_config_dir
+
+    from mha_project.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
 def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.run(

@@ -140,24 +140,29 @@ def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
     """The heads issue in miniature: raw +-0.05 embeddings keep the first attention layer exactly uniform;
     the embedding LayerNorm (the default) lets it move. Measured here over seeds 1 and 2: 0.84-0.89
     against 1.000."""
-    from conftest import train_tiny
+    # In-process (train() and the analysis from composed configs): no interpreter start per run.
+    import keras
+
+    from conftest import compose_cfg
+    from mha_project.head_patterns import run_head_patterns
+    from mha_project.train import train
 
     entropies = {}
     for scale in ("layer_norm", "none"):
         run_dir = tmp_path / scale
-        result = train_tiny(
-            run_dir,
+        cfg = compose_cfg(
+            "debug=tiny",
             "epochs=2",
             "data.limit=400",
             "lr=0.01",
             "seed=1",
             "logger.attention.every_n_epochs=0",
+            "logger.tensorboard=false",
             f"model.embedding_norm={scale}",
         )
-        assert result.returncode == 0, result.stderr[-2000:]
-        report = run_script("head_patterns.py", str(run_dir), "--texts", "40", "--json")
-        assert report.returncode == 0, report.stderr[-2000:]
-        entropies[scale] = [h["normalized_entropy"] for h in json.loads(report.stdout)["heads"]]
+        train(cfg, run_dir)
+        keras.mixed_precision.set_global_policy("float32")
+        entropies[scale] = [h["normalized_entropy"] for h in run_head_patterns(run_dir, 40)["heads"]]
     assert min(entropies["none"]) > 0.999
     assert min(entropies["layer_norm"]) < 0.95
 

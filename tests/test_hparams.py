@@ -10,21 +10,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from conftest import QUIET, ROOT, train_tiny
-from mha_project.config import register_configs
+from conftest import QUIET, compose_cfg, train_tiny
 from mha_project.hparams import experiment_hparams, hparams_of, swept_domains
 
 
-def composed(*overrides):
-    register_configs()
-    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
-        return compose("train", overrides=list(overrides))
-
-
 def test_hparams_are_what_was_trained_not_the_shortcuts():
-    cfg = composed("model.num_heads=8", "model.key_dim=16")
+    cfg = compose_cfg("model.num_heads=8", "model.key_dim=16")
     recorded = hparams_of(cfg)
     assert recorded["heads"] == 8 and recorded["key_dim"] == 16
     assert recorded["value_dim"] == 16  # null in the config: Keras uses key_dim, so that is what is recorded
@@ -50,7 +42,7 @@ def test_sweep_values_become_typed_domains():
     assert domains["ff_dim"] == ("interval", 16, 64, True)
     assert set(domains) == {"heads", "key_dim", "layers", "lr", "ff_dim"}
 
-    hparams, differs = experiment_hparams(composed(), domains)
+    hparams, differs = experiment_hparams(compose_cfg(), domains)
     by_name = {h.name: h for h in hparams}
     assert differs == {"heads", "key_dim", "value_dim", "layers", "lr", "ff_dim"}  # value_dim follows key_dim
     assert type(by_name["heads"].domain).__name__ == "Discrete" and by_name["heads"].domain.values == [1, 2, 4]

@@ -30,6 +30,30 @@ def test_benchmark_prints_well_formed_json():
     assert report["train_examples"] == 160
 
 
+def test_time_to_accuracy_benchmark_prints_well_formed_json():
+    # Target 0.01: both sides reach it after their first round, so the JSON has every field filled.
+    result = run_script("benchmark.py", "--time-to-accuracy", "0.01", *TINY, "epochs=2", "--round-fraction", "0.5")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    recipe, project = report["keras_io_recipe"], report["project"]
+    assert report["target_val_accuracy"] == 0.01 and report["round_fraction"] == 0.5
+    for side in (recipe, project):
+        assert side["epochs_to_target"] == 0.5 and side["rounds"] == 1  # stops at the target
+        assert side["seconds_to_target"] == pytest.approx(side["train_seconds_per_round"][0], abs=0.01)
+        assert len(side["val_accuracy_per_round"]) == side["rounds"] and 0.0 <= side["test_accuracy"] <= 1.0
+        assert side["examples_per_second"] > 0
+    assert report["ratio"] == pytest.approx(project["seconds_to_target"] / recipe["seconds_to_target"], rel=0.01)
+    assert report["config"]["recipe"]["maxlen"] == 200 and report["config"]["recipe"]["mask"] is False
+    assert report["config"]["project"]["seq_len"] == 32 and report["train_examples"] == 160
+
+    never = run_script("benchmark.py", "--time-to-accuracy", "1.0", *TINY, "--max-rounds", "2")
+    report = json.loads(never.stdout)
+    assert report["ratio"] is None and report["project"]["seconds_to_target"] is None
+    assert report["keras_io_recipe"]["rounds"] == 2 and report["project"]["rounds"] == 2  # the round limit
+    bad = run_script("benchmark.py", "--time-to-accuracy", "1.5", *TINY)
+    assert bad.returncode == 2 and "--time-to-accuracy=1.5 is invalid" in bad.stderr
+
+
 def test_benchmark_bad_variant_is_one_line():
     result = run_script("benchmark.py", "--variant", "trainer.precision=float8", "data.limit=50")
     assert result.returncode == 2 and "trainer.precision=float8" in result.stderr

@@ -6,18 +6,9 @@ from pathlib import Path
 
 import keras
 import pytest
-from hydra import compose, initialize_config_dir
 
-from conftest import ROOT
-from mha_project.config import register_configs
+from conftest import compose_cfg
 from mha_project.train import train
-
-register_configs()
-
-
-def compose_cfg(*overrides: str):
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
-        return compose("train", overrides=list(overrides))
 
 
 @pytest.fixture(autouse=True)
