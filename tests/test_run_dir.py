@@ -234,13 +234,30 @@ def test_a_run_that_never_trained_can_be_replaced_without_overwrite(tmp_path):
     [
         (["model.activation=bogus"], "model.activation=bogus is invalid"),
         (["trainer.validations_per_epoch=1000"], "trainer.validations_per_epoch=1000 is invalid"),
-        (["batch_size=1", "trainer.distribution=mirrored", "trainer.cpu_devices=2"], "batch_size=1 is invalid with 2"),
     ],
 )
 def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_dir(tmp_path, overrides, needle):
+    # In-process: train() raises the one-line ConfigError (the CLI prints it, see the test below).
+    from conftest import compose_cfg
+    from mha_project.errors import ConfigError
+    from mha_project.train import train
+
     run_dir = tmp_path / "run"
+    with pytest.raises(ConfigError, match=needle):
+        train(compose_cfg(*TINY, "logger.attention.every_n_epochs=0", *overrides), run_dir)
+    assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
+    metrics = train(compose_cfg(*TINY, "logger.attention.every_n_epochs=0"), run_dir)  # the corrected command
+    assert metrics["epochs_run"] == 1
+
+
+@pytest.mark.slow
+def test_a_value_checked_after_the_strategy_is_made_fails_in_one_line_and_leaves_a_replaceable_dir(tmp_path):
+    # Through the CLI: logical CPU devices can only be set up before TensorFlow initialises its devices.
+    run_dir = tmp_path / "run"
+    overrides = ["batch_size=1", "trainer.distribution=mirrored", "trainer.cpu_devices=2"]
     result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", *overrides)
-    assert result.returncode == 2 and needle in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "batch_size=1 is invalid with 2" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
     fixed = train_tiny(run_dir, "logger.attention.every_n_epochs=0")  # the corrected command just runs
     assert fixed.returncode == 0, fixed.stderr[-2000:]
