@@ -59,7 +59,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
 
     warnings.filterwarnings("ignore", message="Your input ran out of data")
     data = load_dataset(cfg.data, cfg.seed)
-    vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
+    vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
     vocab_size = vectorizer.vocabulary_size()
     seq_len, batch_size, n = cfg.data.seq_len, cfg.trainer.batch_size, len(data.train_texts)
     lengths = np.array([min(len(r), seq_len) for r in vectorizer(np.asarray(data.train_texts, dtype=object)).numpy()])
@@ -250,7 +250,7 @@ def run_time_to_accuracy(cfg, target: float, round_fraction: float = 0.25, max_r
     val_a = recipe_arrays(encode(data.val_texts, recipe_vectorizer, full), RECIPE["maxlen"])
     test_a = recipe_arrays(encode(data.test_texts, recipe_vectorizer, full), RECIPE["maxlen"])
 
-    vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
+    vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
     seq_len = int(cfg.data.seq_len)
     rows_b = encode(data.train_texts, vectorizer, seq_len)
     val_b = pipeline_from_cfg(cfg, data.val_texts, data.val_labels, vectorizer, shuffle=False)

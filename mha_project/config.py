@@ -42,6 +42,7 @@ class DataConfig:
     val_fraction: float = MISSING
     limit: Optional[int] = MISSING
     vocab_size: int = MISSING
+    vocab_sample: Optional[int] = MISSING
     seq_len: int = MISSING
     bucketing: bool = MISSING
     bucket_width: Optional[int] = MISSING
@@ -174,6 +175,7 @@ _CHECKS = [
     ("data.limit", "data.limit", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     ("data.val_fraction", "data.val_fraction", lambda v: 0 < v < 1, "a number in (0, 1)"),
     ("data.vocab_size", "data.vocab_size", lambda v: isinstance(v, int) and v >= 3, "an integer >= 3"),
+    ("data.vocab_sample", "data.vocab_sample", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     (
         "logger.attention.every_n_epochs",
         "logger.attention.every_n_epochs",

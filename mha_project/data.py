@@ -162,9 +162,12 @@ def _load_folder(data_cfg):
 # ----------------------------------------------------------------------------------------------
 
 
-def make_vectorizer(train_texts, vocab_size: int, vocabulary=None):
+def make_vectorizer(train_texts, vocab_size: int, vocabulary=None, sample: int | None = None, seed: int = 0):
     """TextVectorization adapted on the training texts only (or given a saved vocabulary).
 
+    ``sample`` (``data.vocab_sample``): adapt on a seeded random ``sample`` of the texts when there are
+    more, so the time and memory of building the vocabulary stop growing with the dataset (word
+    frequencies settle long before: the 10k most frequent words of 50k reviews are those of 500k).
     Output is ragged: every text keeps its own length; padding happens per batch in the pipeline.
     """
     import keras
@@ -175,7 +178,11 @@ def make_vectorizer(train_texts, vocab_size: int, vocabulary=None):
     if vocabulary is None:
         import tensorflow as tf
 
-        vectorizer.adapt(tf.data.Dataset.from_tensor_slices(list(train_texts)).batch(1024))
+        texts = train_texts
+        if sample is not None and len(texts) > sample:
+            chosen = np.sort(np.random.default_rng(seed).choice(len(texts), size=sample, replace=False))
+            texts = [texts[i] for i in chosen]
+        vectorizer.adapt(tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024))
     return vectorizer
 
 

@@ -136,7 +136,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     if vocab_file.exists():  # resuming: the vocabulary the weights were trained with
         vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=read_vocabulary(vocab_file))
     else:
-        vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size)
+        vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
         save_vocabulary(vectorizer, vocab_file)
     seq_len, batch_size = cfg.data.seq_len, cfg.trainer.batch_size
 

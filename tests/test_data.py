@@ -175,3 +175,14 @@ def test_pipeline_knows_its_batch_count(bucketing, bucket_width):
     assert int(ds.cardinality()) > 0
     for _epoch in range(2):
         assert sum(1 for _ in ds) == int(ds.cardinality())
+
+
+def test_vocabulary_can_be_adapted_on_a_seeded_sample():
+    texts = [f"common word{i}" for i in range(200)]
+    full = make_vectorizer(texts, vocab_size=1000)
+    sampled = make_vectorizer(texts, vocab_size=1000, sample=20, seed=3)
+    again = make_vectorizer(texts, vocab_size=1000, sample=20, seed=3)
+    assert full.vocabulary_size() == 2 + 201  # "", [UNK], "common", word0..word199
+    assert sampled.vocabulary_size() == 2 + 21  # "common" and the 20 sampled words only
+    assert sampled.get_vocabulary() == again.get_vocabulary()  # the seed fixes the sample
+    assert make_vectorizer(texts, vocab_size=1000, sample=500).vocabulary_size() == full.vocabulary_size()
