@@ -247,36 +247,15 @@ def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool):
     )
 
 
-def make_pipeline(
-    texts,
-    labels,
-    vectorizer,
-    seq_len: int,
-    batch_size: int,
-    *,
-    shuffle: bool,
-    seed: int,
-    bucketing: bool = True,
-    bucket_width: int | None = None,
-    cache: bool = True,
-):
-    """tf.data: tokenise -> truncate -> cache -> (reshuffle every epoch) -> bucketed batches -> prefetch."""
+def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, **options):
+    """tf.data: tokenise -> truncate -> then :func:`batch_token_ids` with ``options`` (``shuffle``,
+    ``seed``, ``bucketing``, ``bucket_width``, ``cache``): cache, reshuffle, bucketed batches, prefetch."""
     import tensorflow as tf
 
     ds = tf.data.Dataset.from_tensor_slices((list(texts), np.asarray(labels, "int32")))
     ds = ds.batch(1024).map(lambda t, y: (vectorizer(t), y), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     ds = ds.map(lambda ids, y: (tf.cast(ids[:seq_len], tf.int32), y))
-    return batch_token_ids(
-        ds,
-        len(texts),
-        seq_len,
-        batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        bucketing=bucketing,
-        bucket_width=bucket_width,
-        cache=cache,
-    )
+    return batch_token_ids(ds, len(texts), seq_len, batch_size, **options)
 
 
 def pipeline_from_token_ids(rows, labels, seq_len: int, batch_size: int, **options):
