@@ -222,7 +222,6 @@ def run_time_to_accuracy(cfg, target: float, round_fraction: float = 0.25, max_r
     ``val_accuracy >= target`` or run out of epochs (the recipe's 2, the project's ``trainer.epochs``).
     """
     import math
-    import time
 
     import keras
 
@@ -349,4 +348,54 @@ def run_time_to_accuracy(cfg, target: float, round_fraction: float = 0.25, max_r
                 **bucket_options,
             },
         },
+    }
+
+
+# ---- memory as the data grows --------------------------------------------------------------------
+
+
+def run_memory_probe(cfg, steps: int = 200) -> dict:
+    """What ``train.py`` holds in memory for ``cfg``'s data: load the splits, build the vocabulary
+    (``data.vocab_sample``) and the training pipeline (its first pass tokenises and caches every text),
+    then train ``steps`` batches. Reports peak RSS after each stage and training examples/s."""
+
+    import keras
+
+    from mha_project.callbacks import EpochTimer
+    from mha_project.data import load_dataset, make_vectorizer, pipeline_from_cfg
+    from mha_project.model import build_classifier
+    from mha_project.train import compile_classifier, expected_end_of_data
+
+    peak = {}
+    start = time.perf_counter()
+    data = load_dataset(cfg.data, cfg.seed)
+    peak["after_loading"] = _rss_peak_mb()
+    vectorizer = make_vectorizer(
+        data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=int(cfg.seed)
+    )
+    peak["after_vocabulary"] = _rss_peak_mb()
+    ds = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, vectorizer, shuffle=True)
+    batches = int(ds.cardinality())
+    peak["after_pipeline"] = _rss_peak_mb()
+    prepare_seconds = time.perf_counter() - start
+
+    keras.utils.set_random_seed(int(cfg.seed))
+    model = build_classifier(cfg.model, vectorizer.vocabulary_size(), data.num_classes)
+    compile_classifier(model, cfg.trainer, total_steps=batches)
+    steps = min(steps, batches)
+    timer = EpochTimer()
+    with expected_end_of_data():
+        # Two "epochs" of `steps` batches on one iterator: the first traces and fills the shuffle
+        # buffer, the second is timed.
+        model.fit(ds.repeat(), steps_per_epoch=steps, epochs=2, verbose=0, shuffle=False, callbacks=[timer])
+    seconds = timer.seconds[-1]
+    peak["after_training"] = _rss_peak_mb()
+    return {
+        "train_texts": len(data.train_texts),
+        "texts_held_as": type(data.train_texts).__name__,
+        "peak_rss_mb": {k: round(v, 1) for k, v in peak.items()},
+        "prepare_seconds": round(prepare_seconds, 1),
+        "train_steps": steps,
+        "train_examples_per_second": round(steps * int(cfg.trainer.batch_size) / seconds, 1),
+        "vocab_sample": cfg.data.vocab_sample,
     }

@@ -13,6 +13,7 @@ TensorBoard tags (documented in the README):
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import keras
@@ -143,12 +144,10 @@ class EpochCounter(keras.callbacks.Callback):
         self.elapsed_offset = elapsed_offset
 
     def on_train_begin(self, logs=None):
-        import time
 
         self.start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        import time
 
         self.last_epoch = epoch + 1
         if logs is not None and self.start is not None:
@@ -209,3 +208,17 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
                 from mha_project.history import trim_history
 
                 trim_history(self.history_csv, 0)
+
+
+class EpochTimer(keras.callbacks.Callback):
+    """Wall seconds of each epoch (the memory probe times its second, warm epoch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)

@@ -46,6 +46,7 @@ class DataConfig:
     seq_len: int = MISSING
     bucketing: bool = MISSING
     bucket_width: Optional[int] = MISSING
+    shuffle_buffer: Optional[int] = MISSING
 
 
 @dataclass
@@ -176,6 +177,7 @@ _CHECKS = [
     ("data.val_fraction", "data.val_fraction", lambda v: 0 < v < 1, "a number in (0, 1)"),
     ("data.vocab_size", "data.vocab_size", lambda v: isinstance(v, int) and v >= 3, "an integer >= 3"),
     ("data.vocab_sample", "data.vocab_sample", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
+    ("data.shuffle_buffer", "data.shuffle_buffer", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     (
         "logger.attention.every_n_epochs",
         "logger.attention.every_n_epochs",

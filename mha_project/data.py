@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,17 +28,60 @@ OFFLINE_OPTIONS = (
 )
 
 
+class TextFiles(Sequence):
+    """Texts that stay on disk: a folder dataset's file paths, each file read when it is asked for.
+
+    ``data=folder`` keeps these instead of every text in memory; the tf.data pipeline reads the files
+    itself (``text_dataset``), so memory does not grow with the number of texts.
+    """
+
+    def __init__(self, paths):
+        self.paths = [str(p) for p in paths]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [_read_text(p) for p in self.paths[index]]
+        return _read_text(self.paths[index])
+
+    def subset(self, indices) -> TextFiles:
+        return TextFiles([self.paths[i] for i in indices])
+
+    def __add__(self, other) -> list[str]:  # as lists concatenate (reads the files)
+        return list(self) + list(other)
+
+
+def _read_text(path: str) -> str:
+    return Path(path).read_bytes().decode("utf-8", errors="replace")
+
+
+def text_dataset(texts):
+    """A tf.data dataset of the texts (strings); for :class:`TextFiles`, read from disk as it goes."""
+    import tensorflow as tf
+
+    if isinstance(texts, TextFiles):
+        # Python's decode(errors="replace") for the texts read in Python; the same here.
+        return tf.data.Dataset.from_tensor_slices(texts.paths).map(
+            lambda path: tf.strings.unicode_transcode(tf.io.read_file(path), "UTF-8", "UTF-8", errors="replace"),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+    return tf.data.Dataset.from_tensor_slices(list(texts))
+
+
 @dataclass
 class TextSplits:
-    """Raw texts and integer labels for each split."""
+    """Raw texts (a list, or :class:`TextFiles` read on demand) and integer labels for each split."""
 
     name: str
     class_names: list[str]
-    train_texts: list[str]
+    train_texts: Sequence[str]
     train_labels: np.ndarray
-    val_texts: list[str]
+    val_texts: Sequence[str]
     val_labels: np.ndarray
-    test_texts: list[str]
+    test_texts: Sequence[str]
     test_labels: np.ndarray
 
     @property
@@ -67,7 +111,8 @@ def load_dataset(data_cfg, seed: int) -> TextSplits:
         train_idx, val_idx, test_idx = train_idx[:limit], val_idx[:limit], test_idx[:limit]
 
     def take(texts, labels, idx):
-        return [texts[i] for i in idx], np.asarray(labels, dtype="int32")[idx]
+        chosen = texts.subset(idx) if isinstance(texts, TextFiles) else [texts[i] for i in idx]
+        return chosen, np.asarray(labels, dtype="int32")[idx]
 
     return TextSplits(
         data_cfg.name,
@@ -133,27 +178,25 @@ def check_download_possible(tfds_name: str, data_name: str, timeout: float = 5.0
 
 
 def _load_folder(data_cfg):
-    import keras
+    # Keras's own file indexing (what text_dataset_from_directory uses: class folders in the given
+    # order, files sorted, ".txt" in any case, hidden folders skipped), so the file order, and with it
+    # the seeded validation split, is the same as when every text was read up front. It is not part
+    # of Keras's public API; tests/test_data.py compares it with text_dataset_from_directory.
+    from keras.src.utils.dataset_utils import index_directory
 
     from mha_project.config import check_folder_dataset
 
     root = Path(data_cfg.path)
     class_names = check_folder_dataset(root)
     splits = []
-    import tensorflow as tf
-
     for split in ("train", "test"):
-        ds = keras.utils.text_dataset_from_directory(
-            root / split, labels="inferred", class_names=class_names, batch_size=None, shuffle=False, verbose=False
+        paths, labels, _ = index_directory(
+            str(root / split), "inferred", formats=(".txt",), class_names=class_names, shuffle=False, verbose=False
         )
-        texts, labels = [], []
-        try:
-            for text, label in ds.as_numpy_iterator():
-                texts.append(text.decode("utf-8", errors="replace"))
-                labels.append(int(label))
-        except tf.errors.OpError as err:  # an unreadable file: name it instead of a TF traceback
-            raise ConfigError(f"data.path={root}: {split}/ cannot be read: {err.message.splitlines()[0]}") from None
-        splits.append((texts, np.array(labels, "int32")))
+        unreadable = next((p for p in paths if not os.access(p, os.R_OK)), None)
+        if unreadable is not None:  # e.g. a broken link: name it now, not in a TF traceback mid-training
+            raise ConfigError(f"data.path={root}: {split}/ cannot be read: {unreadable} is not a readable file")
+        splits.append((TextFiles(paths), np.array(labels, "int32")))
     return splits[0], splits[1], class_names
 
 
@@ -176,13 +219,11 @@ def make_vectorizer(train_texts, vocab_size: int, vocabulary=None, sample: int |
         max_tokens=vocab_size, output_mode="int", ragged=True, vocabulary=vocabulary
     )
     if vocabulary is None:
-        import tensorflow as tf
-
         texts = train_texts
         if sample is not None and len(texts) > sample:
             chosen = np.sort(np.random.default_rng(seed).choice(len(texts), size=sample, replace=False))
-            texts = [texts[i] for i in chosen]
-        vectorizer.adapt(tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024))
+            texts = texts.subset(chosen) if isinstance(texts, TextFiles) else [texts[i] for i in chosen]
+        vectorizer.adapt(text_dataset(texts).batch(1024))
     return vectorizer
 
 
@@ -244,6 +285,7 @@ def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool):
         seed=int(cfg.seed),
         bucketing=bool(cfg.data.bucketing),
         bucket_width=cfg.data.get("bucket_width"),
+        shuffle_buffer=cfg.data.get("shuffle_buffer"),
     )
 
 
@@ -252,7 +294,7 @@ def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, **op
     ``seed``, ``bucketing``, ``bucket_width``, ``cache``): cache, reshuffle, bucketed batches, prefetch."""
     import tensorflow as tf
 
-    ds = tf.data.Dataset.from_tensor_slices((list(texts), np.asarray(labels, "int32")))
+    ds = tf.data.Dataset.zip(text_dataset(texts), tf.data.Dataset.from_tensor_slices(np.asarray(labels, "int32")))
     ds = ds.batch(1024).map(lambda t, y: (vectorizer(t), y), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     ds = ds.map(lambda ids, y: (tf.cast(ids[:seq_len], tf.int32), y))
     return batch_token_ids(ds, len(texts), seq_len, batch_size, **options)
@@ -283,8 +325,14 @@ def batch_token_ids(
     bucketing: bool = True,
     bucket_width: int | None = None,
     cache: bool = True,
+    shuffle_buffer: int | None = None,
 ):
-    """(ids, label) examples -> cache -> (reshuffle every epoch) -> bucketed batches -> prefetch."""
+    """(ids, label) examples -> cache -> (reshuffle every epoch) -> bucketed batches -> prefetch.
+
+    ``shuffle_buffer`` (``data.shuffle_buffer``) caps the reshuffle buffer, which otherwise holds every
+    example: load_dataset has already put the texts in a seeded random order, so a window of 50k
+    still mixes the classes, and memory stops growing with the data beyond it.
+    """
     import tensorflow as tf
 
     if cache:
@@ -296,7 +344,8 @@ def batch_token_ids(
     bounds = bucket_boundaries(seq_len, bucket_width) if bucketing else []
     n_batches = batch_count(lengths, bounds, batch_size)
     if shuffle:
-        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+        buffer = n if shuffle_buffer is None else max(1, min(n, shuffle_buffer))
+        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     if bucketing:
         # Buckets end at `bound` inclusive; padding to the bucket's edge keeps the set of shapes small.
         ds = ds.bucket_by_sequence_length(

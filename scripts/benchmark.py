@@ -6,6 +6,8 @@
     python scripts/benchmark.py --variant trainer.precision=mixed_bfloat16 --variant model.attention_dropout=0
     python scripts/benchmark.py --time-to-accuracy 0.867 experiment=imdb_fast data=folder data.path=/tmp/aclImdb
 
+    python scripts/benchmark.py --memory 200 data=folder data.path=/tmp/imdb_x16    # peak RSS as data grows
+
 --time-to-accuracy T trains (a) the keras.io "Text classification with Transformer" recipe as published
 (mha_project/benchmark.py) and (b) this project's configuration in alternating rounds of a quarter
 epoch on the same examples, each with its own clock, until both reach validation accuracy T.
@@ -53,6 +55,12 @@ def main() -> None:
         metavar="T",
         help="instead of throughput: seconds of training each side needs to reach validation accuracy T",
     )
+    parser.add_argument(
+        "--memory",
+        type=int,
+        metavar="STEPS",
+        help="instead of throughput: peak RSS of loading, vocabulary, pipeline and STEPS training batches",
+    )
     parser.add_argument("--round-fraction", type=float, default=0.25, help="epoch fraction per round (default 0.25)")
     parser.add_argument("--max-rounds", type=int, help="stop after this many rounds (default: both sides' epochs)")
     args = parser.parse_args()
@@ -62,6 +70,8 @@ def main() -> None:
         fail(f"--round-fraction={args.round_fraction} is invalid: must be in (0, 1]")
     if args.max_rounds is not None and args.max_rounds < 1:
         fail(f"--max-rounds={args.max_rounds} is invalid: must be an integer >= 1")
+    if args.memory is not None and args.memory < 1:
+        fail(f"--memory={args.memory} is invalid: must be a number of training steps >= 1")
     if args.epochs < 1:
         fail(f"--epochs={args.epochs} is invalid: must be an integer >= 1")
     register_configs()
@@ -73,7 +83,11 @@ def main() -> None:
             validate_config(checked)
         from mha_project.benchmark import run_benchmark, run_time_to_accuracy
 
-        if args.time_to_accuracy is not None:
+        if args.memory is not None:
+            from mha_project.benchmark import run_memory_probe
+
+            result = run_memory_probe(cfg, steps=args.memory)
+        elif args.time_to_accuracy is not None:
             result = run_time_to_accuracy(
                 cfg, args.time_to_accuracy, round_fraction=args.round_fraction, max_rounds=args.max_rounds
             )

@@ -186,3 +186,28 @@ def test_vocabulary_can_be_adapted_on_a_seeded_sample():
     assert sampled.vocabulary_size() == 2 + 21  # "common" and the 20 sampled words only
     assert sampled.get_vocabulary() == again.get_vocabulary()  # the seed fixes the sample
     assert make_vectorizer(texts, vocab_size=1000, sample=500).vocabulary_size() == full.vocabulary_size()
+
+
+def test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory(tmp_path):
+    import keras
+
+    root = write_folder_dataset(tmp_path / "d", per_class=15)
+    (root / "train" / "pos" / "accents.txt").write_bytes("café crème brûlée great\n".encode())
+    (root / "train" / "neg" / "bad_bytes.txt").write_bytes(b"awful \xff\xfe coffee")  # not UTF-8
+    d = load_dataset(data_cfg(name="folder", path=str(root)), seed=0)
+    assert isinstance(d.train_texts, data_module.TextFiles)  # paths, not texts, are held
+    # Same file order as Keras's text_dataset_from_directory (so the seeded split is unchanged).
+    keras_ds = keras.utils.text_dataset_from_directory(
+        root / "train", class_names=d.class_names, batch_size=None, shuffle=False, verbose=False
+    )
+    in_memory = [t.decode("utf-8", errors="replace") for t, _ in keras_ds.as_numpy_iterator()]
+    listed = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.5), seed=0)
+    assert sorted(listed.train_texts + listed.val_texts) == sorted(in_memory)
+    # The pipeline reading files gives the same batches as the same texts held in memory.
+    vec = make_vectorizer(list(d.train_texts), vocab_size=50)
+    from_files = make_pipeline(d.train_texts, d.train_labels, vec, 16, 4, shuffle=False, seed=0)
+    from_memory = make_pipeline(list(d.train_texts), d.train_labels, vec, 16, 4, shuffle=False, seed=0)
+    for (ids_f, y_f), (ids_m, y_m) in zip(from_files, from_memory, strict=True):
+        np.testing.assert_array_equal(ids_f.numpy(), ids_m.numpy())
+        np.testing.assert_array_equal(y_f.numpy(), y_m.numpy())
+    assert make_vectorizer(d.train_texts, 50).get_vocabulary() == vec.get_vocabulary()

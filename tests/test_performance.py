@@ -66,3 +66,16 @@ def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
     assert "distribution: mirrored · replicas 2 · global batch 32" in result.stdout
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert 0 <= metrics["test_accuracy"] <= 1 and metrics["epochs_run"] == 1
+
+
+def test_memory_probe_reports_each_stage_for_texts_held_on_disk(tmp_path):
+    from conftest import compose_cfg, write_folder_dataset
+    from mha_project.benchmark import run_memory_probe
+
+    root = write_folder_dataset(tmp_path / "d", per_class=40)
+    cfg = compose_cfg(*TINY, "data=folder", f"data.path={root}", "data.vocab_sample=20")
+    report = run_memory_probe(cfg, steps=3)
+    assert report["texts_held_as"] == "TextFiles" and report["train_texts"] == 72  # 80 minus 10% validation
+    peaks = list(report["peak_rss_mb"].values())
+    assert peaks == sorted(peaks) and peaks[0] > 0  # a peak never goes down
+    assert report["train_steps"] == 3 and report["train_examples_per_second"] > 0
