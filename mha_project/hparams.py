@@ -35,11 +35,33 @@ HPARAM_PATHS = {
     "embedding_norm": "model.embedding_norm",
     "pooling": "model.pooling",
 }
-INT_HPARAMS = {"heads", "key_dim", "value_dim", "layers", "embed_dim", "ff_dim", "seq_len", "batch_size", "epochs"}
-INT_HPARAMS |= {"seed"}
-# The command-line shortcuts of configs/train.yaml that set each one.
-SHORTCUTS = {"heads", "key_dim", "value_dim", "dropout", "layers", "embed_dim", "ff_dim", "seq_len"}
-SHORTCUTS |= {"batch_size", "lr", "epochs", "seed"}
+INT_HPARAMS = {
+    "heads",
+    "key_dim",
+    "value_dim",
+    "layers",
+    "embed_dim",
+    "ff_dim",
+    "seq_len",
+    "batch_size",
+    "epochs",
+    "seed",
+}
+# The command-line shortcuts of configs/train.yaml (each sets the key of the same name above).
+SHORTCUTS = {
+    "heads",
+    "key_dim",
+    "value_dim",
+    "dropout",
+    "layers",
+    "embed_dim",
+    "ff_dim",
+    "seq_len",
+    "batch_size",
+    "lr",
+    "epochs",
+    "seed",
+}
 
 # Final metrics (scalars written by log_final_metrics) and the live validation accuracy of Keras's
 # TensorBoard callback, so a running job shows its latest epoch.
