@@ -18,6 +18,8 @@ import time
 import numpy as np
 from omegaconf import OmegaConf
 
+from mha_project.train import compile_classifier, expected_end_of_data  # no TensorFlow at import
+
 
 def _rss_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
@@ -41,6 +43,7 @@ def _epoch_seconds(model, *args, **kwargs) -> float:
     return time.perf_counter() - start
 
 
+@expected_end_of_data()  # scoped, as in train(): the caller's warning filters are left as they were
 def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> dict:
     """Time ``timed_epochs`` rounds; each round is one epoch of (a), of (b), then of each variant.
 
@@ -50,14 +53,11 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     Interleaving matters on a shared CPU: speed drifts by 2x within minutes here, and timing all of (a)
     and then all of (b) would turn that drift into a fake ratio. The fastest round of each is reported.
     """
-    import warnings
-
     import keras
 
     from mha_project.data import load_dataset, make_vectorizer, pipeline_from_cfg
     from mha_project.model import build_classifier
 
-    warnings.filterwarnings("ignore", message="Your input ran out of data")
     data = load_dataset(cfg.data, cfg.seed)
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
     vocab_size = vectorizer.vocabulary_size()
@@ -234,7 +234,6 @@ def run_time_to_accuracy(cfg, target: float, round_fraction: float = 0.25, max_r
         pipeline_from_token_ids,
     )
     from mha_project.model import build_classifier
-    from mha_project.train import compile_classifier, expected_end_of_data
 
     data = load_dataset(cfg.data, cfg.seed)
     n = len(data.train_texts)
@@ -364,7 +363,6 @@ def run_memory_probe(cfg, steps: int = 200) -> dict:
     from mha_project.callbacks import EpochTimer
     from mha_project.data import load_dataset, make_vectorizer, pipeline_from_cfg
     from mha_project.model import build_classifier
-    from mha_project.train import compile_classifier, expected_end_of_data
 
     peak = {}
     start = time.perf_counter()

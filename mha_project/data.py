@@ -57,6 +57,11 @@ def _read_text(path: str) -> str:
     return Path(path).read_bytes().decode("utf-8", errors="replace")
 
 
+def select_texts(texts, indices):
+    """``texts[i] for i in indices``: a list for a list, :class:`TextFiles` (nothing read) for files on disk."""
+    return texts.subset(indices) if isinstance(texts, TextFiles) else [texts[i] for i in indices]
+
+
 def text_dataset(texts):
     """A tf.data dataset of the texts (strings); for :class:`TextFiles`, read from disk as it goes."""
     import tensorflow as tf
@@ -111,8 +116,7 @@ def load_dataset(data_cfg, seed: int) -> TextSplits:
         train_idx, val_idx, test_idx = train_idx[:limit], val_idx[:limit], test_idx[:limit]
 
     def take(texts, labels, idx):
-        chosen = texts.subset(idx) if isinstance(texts, TextFiles) else [texts[i] for i in idx]
-        return chosen, np.asarray(labels, dtype="int32")[idx]
+        return select_texts(texts, idx), np.asarray(labels, dtype="int32")[idx]
 
     return TextSplits(
         data_cfg.name,
@@ -222,7 +226,7 @@ def make_vectorizer(train_texts, vocab_size: int, vocabulary=None, sample: int |
         texts = train_texts
         if sample is not None and len(texts) > sample:
             chosen = np.sort(np.random.default_rng(seed).choice(len(texts), size=sample, replace=False))
-            texts = texts.subset(chosen) if isinstance(texts, TextFiles) else [texts[i] for i in chosen]
+            texts = select_texts(texts, chosen)
         vectorizer.adapt(text_dataset(texts).batch(1024))
     return vectorizer
 

@@ -313,11 +313,12 @@ def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
     import keras
 
     warmup = trainer_cfg.warmup_fraction > 0
+    warmup_steps = int(trainer_cfg.warmup_fraction * total_steps)
     schedule = keras.optimizers.schedules.CosineDecay(
         initial_learning_rate=0.0 if warmup else trainer_cfg.lr,
-        decay_steps=max(1, total_steps - int(trainer_cfg.warmup_fraction * total_steps)),
+        decay_steps=max(1, total_steps - warmup_steps),
         warmup_target=trainer_cfg.lr if warmup else None,
-        warmup_steps=int(trainer_cfg.warmup_fraction * total_steps),
+        warmup_steps=warmup_steps,
     )
     model.compile(
         optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0),
