@@ -37,12 +37,16 @@ def write_attention_summaries(
     class_names=None,
     max_tokens: int = 24,
     prefix: str = "",
+    classify: bool = True,
 ) -> list:
-    """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores."""
+    """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores.
+
+    ``classify=False`` (a masked language model): attention only, no predicted class per probe.
+    """
     import tensorflow as tf
 
     scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len)
-    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len)), verbose=0)
+    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len)), verbose=0) if classify else None
     with writer.as_default(step=step):
         for l, layer_scores in enumerate(scores):
             images = []
@@ -62,7 +66,7 @@ def write_attention_summaries(
             # entropy / log(n): 1.0 = uniform whatever the text length, so runs and datasets compare.
             for h, entropy in enumerate(normalized_entropy(layer_scores, real)):
                 tf.summary.scalar(f"{prefix}attention_normalized_entropy/layer_{l}/head_{h}", float(entropy))
-        for k, text in enumerate(texts):
+        for k, text in enumerate(texts if classify else []):
             predicted = int(np.argmax(probs[k]))
             truth = f"**true:** {_class_name(int(labels[k]), class_names)}  \n" if labels is not None else ""
             tf.summary.text(
@@ -99,10 +103,12 @@ class AttentionLogger(keras.callbacks.Callback):
         labels=None,
         class_names=None,
         max_tokens: int = 24,
+        classify: bool = True,
     ):
         super().__init__()
         import tensorflow as tf
 
+        self.classify = classify
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
         self.vectorizer = vectorizer
         # A probe with no tokens (empty, or punctuation only) has no attention to draw: leave it out.
@@ -127,7 +133,61 @@ class AttentionLogger(keras.callbacks.Callback):
                 labels=self.labels,
                 class_names=self.class_names,
                 max_tokens=self.max_tokens,
+                classify=self.classify,
             )
+
+
+class Perplexity(keras.callbacks.Callback):
+    """Adds ``perplexity = exp(masked-LM loss)`` to the epoch logs of a pretraining stage (the loss is the
+    mean cross-entropy over masked tokens: ``loss`` for mlm, ``masked_lm_loss``, the generator's, for
+    electra), so CSVLogger and TensorBoard record it beside the loss."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("masked_lm_loss", (logs or {}).get("loss"))
+        if loss is not None:
+            from mha_project.pretrain import perplexity
+
+            logs["perplexity"] = perplexity(float(loss))
+
+
+class FillMaskLogger(keras.callbacks.Callback):
+    """Every epoch, the masked LM's top-5 words for each ``[MASK]`` of a few probe sentences, as
+    TensorBoard text (``fill_mask/{k}``): watch the model learn the language."""
+
+    def __init__(self, log_dir, vectorizer, texts, seq_len: int, top_k: int = 5):
+        super().__init__()
+        import tensorflow as tf
+
+        self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
+        self.vectorizer = vectorizer
+        self.texts = list(texts)
+        self.seq_len = seq_len
+        self.top_k = top_k
+
+    def on_epoch_end(self, epoch, logs=None):
+        import tensorflow as tf
+
+        from mha_project.pretrain import fill_mask
+
+        with self.writer.as_default(step=epoch + 1):
+            for k, text in enumerate(self.texts):
+                filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k)
+                lines = [
+                    f"[MASK] {i + 1}: " + ", ".join(f"{word} ({p:.2f})" for word, p in words)
+                    for i, words in enumerate(filled)
+                ]
+                tf.summary.text(f"fill_mask/{k}", f"**text:** {text}  \n" + "  \n".join(lines))
+        self.writer.flush()
+
+
+class StageCSVLogger(keras.callbacks.CSVLogger):
+    """``CSVLogger`` for a stage without validation data: Keras's version then adds an empty ``val_`` twin
+    of every column (written ``NA``) in case validation appears later; here the columns are the logs."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.keys is None and logs:
+            self.keys = sorted(logs.keys())
+        super().on_epoch_end(epoch, logs)
 
 
 class EpochCounter(keras.callbacks.Callback):

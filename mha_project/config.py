@@ -28,6 +28,23 @@ MULTI_WORKER_UNSUPPORTED = (
     "for the devices of one machine"
 )
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
+OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective (mha_project/pretrain.py)
+PRETRAIN_KEYS = (
+    "objective",
+    "epochs",
+    "batch_size",
+    "lr",
+    "warmup_fraction",
+    "mask_rate",
+    "dropout",
+    "tie_embeddings",
+    "extra_unlabeled",
+    "from",
+    "probe_texts",
+    "generator_size",
+    "discriminator_weight",
+)
+UNLABELED_DATASETS = ("imdb", "folder")  # datasets with an unlabeled split (pretrain.extra_unlabeled)
 
 
 # The schema holds types only: every value lives in configs/ (one place), and a key missing there is an
@@ -106,6 +123,9 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    # Untyped here because its key `from` (pretrain.from=RUN_DIR) is a Python keyword, which no dataclass
+    # field can be; validate_config checks its keys (PRETRAIN_KEYS) and values instead.
+    pretrain: Any = MISSING
     heads: int = MISSING
     key_dim: int = MISSING
     value_dim: Optional[int] = MISSING
@@ -132,6 +152,10 @@ def register_configs() -> None:
 # (key in the composed config, name a user types, check, what is allowed)
 def _int(v):
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _positive_int(v):
@@ -199,6 +223,21 @@ _CHECKS = [
         "an integer >= 0",
     ),
     ("logger.attention.max_tokens", "logger.attention.max_tokens", _positive_int, "an integer >= 1"),
+    ("pretrain.objective", "pretrain", lambda v: v in OBJECTIVES, "one of " + ", ".join(OBJECTIVES)),
+    ("pretrain.epochs", "pretrain.epochs", _positive_int, "an integer >= 1"),
+    ("pretrain.batch_size", "pretrain.batch_size", _positive_int, "an integer >= 1"),
+    ("pretrain.lr", "pretrain.lr", lambda v: _number(v) and math.isfinite(v) and v > 0, "a number > 0"),
+    ("pretrain.warmup_fraction", "pretrain.warmup_fraction", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    ("pretrain.mask_rate", "pretrain.mask_rate", lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)"),
+    ("pretrain.dropout", "pretrain.dropout", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    ("pretrain.tie_embeddings", "pretrain.tie_embeddings", lambda v: isinstance(v, bool), "true or false"),
+    ("pretrain.extra_unlabeled", "pretrain.extra_unlabeled", lambda v: isinstance(v, bool), "true or false"),
+    (
+        "pretrain.from",
+        "pretrain.from",
+        lambda v: v is None or (isinstance(v, str) and v != ""),
+        "null or a run directory",
+    ),
 ]
 
 
@@ -209,6 +248,12 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(
             f"{unknown[0]} is not a setting of this project (added with '+'?); "
             "see configs/train.yaml and its groups for the settings there are"
+        )
+    unknown = [k for k in cfg.pretrain.keys() if k not in PRETRAIN_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"pretrain.{unknown[0]} is not a setting of this project (added with '+'?); "
+            f"the pretrain settings are {', '.join(PRETRAIN_KEYS)} (configs/pretrain/common.yaml)"
         )
     if OmegaConf.is_missing(cfg.data, "path") and cfg.data.name == "folder":
         raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
@@ -223,6 +268,7 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(f"{shown}={_fmt(value)}{where} is invalid: must be {allowed}")
     if cfg.trainer.distribution == "multi_worker":
         raise ConfigError(MULTI_WORKER_UNSUPPORTED)
+    _check_pretrain(cfg)
     for text in cfg.logger.attention.probe_texts:
         if not _has_words(text):
             raise ConfigError(
@@ -247,6 +293,37 @@ def validate_config(cfg: DictConfig) -> None:
                 "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt"
             )
         check_folder_dataset(path)
+
+
+def _check_pretrain(cfg: DictConfig) -> None:
+    pretrain = cfg.pretrain
+    probes = pretrain.probe_texts
+    if not OmegaConf.is_list(probes) or any(not isinstance(t, str) or "[mask]" not in t.lower() for t in probes):
+        bad = probes if not OmegaConf.is_list(probes) else next(t for t in probes if "[mask]" not in str(t).lower())
+        raise ConfigError(
+            f"pretrain.probe_texts has {bad!r}: each probe must be a sentence with [MASK] where a word goes"
+        )
+    if pretrain.extra_unlabeled and cfg.data.name not in UNLABELED_DATASETS:
+        raise ConfigError(
+            f"pretrain.extra_unlabeled=true is invalid with data={cfg.data.name}: it has no unlabeled texts; "
+            "data=imdb (TFDS `unsupervised` split) and data=folder (train/unsup/) have"
+        )
+    if pretrain.extra_unlabeled and pretrain.objective == "none":
+        raise ConfigError("pretrain.extra_unlabeled=true needs a pretraining stage: add pretrain=mlm")
+    if pretrain.objective == "electra":
+        size, weight = pretrain.get("generator_size"), pretrain.get("discriminator_weight")
+        if not (_number(size) and 0 < size <= 1):
+            raise ConfigError(f"pretrain.generator_size={_fmt(size)} is invalid: must be a number in (0, 1]")
+        if not (_number(weight) and weight > 0):
+            raise ConfigError(f"pretrain.discriminator_weight={_fmt(weight)} is invalid: must be a number > 0")
+    source = pretrain["from"]
+    if source is not None and pretrain.objective != "none":
+        raise ConfigError(
+            f"pretrain.from={source} reuses that run's pretrained encoder, so this run does not pretrain: "
+            f"drop pretrain={pretrain.objective} (or pretrain.from)"
+        )
+    if source is not None and not os.path.isdir(source):
+        raise ConfigError(f"pretrain.from={source} does not exist or is not a directory")
 
 
 def unknown_keys(cfg, schema, prefix: str = "") -> list[str]:

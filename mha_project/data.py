@@ -62,6 +62,13 @@ def select_texts(texts, indices):
     return texts.subset(indices) if isinstance(texts, TextFiles) else [texts[i] for i in indices]
 
 
+def concat_texts(first, second):
+    """Both splits' texts: still on disk when both are :class:`TextFiles`, else one list."""
+    if isinstance(first, TextFiles) and isinstance(second, TextFiles):
+        return TextFiles(first.paths + second.paths)
+    return list(first) + list(second)
+
+
 def text_dataset(texts):
     """A tf.data dataset of the texts (strings); for :class:`TextFiles`, read from disk as it goes."""
     import tensorflow as tf
@@ -167,6 +174,29 @@ def _load_tfds(data_cfg):
         return texts, np.array(labels, "int32")
 
     return split(train), split(test), list(class_names)
+
+
+def load_unlabeled_texts(data_cfg):
+    """Texts without labels, for pretraining only (``pretrain.extra_unlabeled``): IMDB's 50k reviews of
+    TFDS's ``unsupervised`` split, or a folder dataset's ``train/unsup/*.txt`` (aclImdb has 50k there)."""
+    if data_cfg.name == "folder":
+        root = Path(data_cfg.path) / "train" / "unsup"
+        paths = sorted(str(p) for p in root.glob("*") if p.suffix.lower() == ".txt") if root.is_dir() else []
+        if not paths:
+            raise ConfigError(
+                f"pretrain.extra_unlabeled=true: data.path={data_cfg.path} has no train/unsup/*.txt "
+                "(the unlabeled texts of the aclImdb layout)"
+            )
+        texts = TextFiles(paths)
+    elif data_cfg.name == "imdb":
+        import tensorflow_datasets as tfds
+
+        ds = tfds.load(data_cfg.tfds_name, split="unsupervised", as_supervised=True, data_dir=data_cfg.data_dir)
+        texts = [text.decode("utf-8", errors="replace") for text, _ in tfds.as_numpy(ds)]
+    else:
+        raise ConfigError(f"pretrain.extra_unlabeled=true: data={data_cfg.name} has no unlabeled texts")
+    limit = data_cfg.limit
+    return texts if limit is None else select_texts(texts, range(min(limit, len(texts))))
 
 
 def check_download_possible(tfds_name: str, data_name: str, timeout: float = 5.0) -> None:

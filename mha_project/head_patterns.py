@@ -281,11 +281,13 @@ def patterns_figure(heads: list[dict], title: str):
     return fig
 
 
-def run_head_patterns(run_dir, num_texts: int = 200, out=None) -> dict:
+def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool = False) -> dict:
     """Head statistics of a finished run on its first ``num_texts`` validation texts.
 
     Writes head_patterns.{json,md,png} into ``out`` (default RUN_DIR/head_patterns/) and the picture plus
-    one scalar per statistic and head into RUN_DIR/tensorboard/head_patterns/.
+    one scalar per statistic and head into RUN_DIR/tensorboard/head_patterns/. ``pretrained=True``: the
+    heads of the run's masked language model as pretraining left them (RUN_DIR/pretrain/model.keras), into
+    RUN_DIR/pretrain/head_patterns/ and RUN_DIR/pretrain/tensorboard/head_patterns/.
     """
     from pathlib import Path
 
@@ -300,11 +302,17 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None) -> dict:
     run = load_run(run_dir)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
     texts = data.val_texts[:num_texts]
-    heads = model_head_patterns(run.model, run.vectorizer, texts, run.seq_len)
+    model, base = run.model, run.path
+    if pretrained:
+        from mha_project.pretrain import STAGE_DIR, load_masked_lm
+
+        model, base = load_masked_lm(run.path), run.path / STAGE_DIR
+    heads = model_head_patterns(model, run.vectorizer, texts, run.seq_len)
     result = {
         "run_dir": str(run.path),
         "texts": len(texts),
         "split": "validation",
+        "model": "pretrained masked LM" if pretrained else "classifier",
         "heads": heads,
         "thresholds": {
             "position_mass": POSITION_THRESHOLD,
@@ -312,8 +320,9 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None) -> dict:
             "broad_entropy": BROAD_ENTROPY,
         },
     }
-    out_dir = run.path / "head_patterns" if out is None else Path(out)
-    title = f"attention head patterns over {len(texts)} validation texts of {run.path.name}"
+    out_dir = base / "head_patterns" if out is None else Path(out)
+    which = " (pretrained masked LM)" if pretrained else ""
+    title = f"attention head patterns over {len(texts)} validation texts of {run.path.name}{which}"
     png = figure_to_png(patterns_figure(heads, title))
     write_bytes_atomic(out_dir / "head_patterns.png", png)
     write_json_atomic(out_dir / "head_patterns.json", result)
@@ -321,7 +330,7 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None) -> dict:
 
     import tensorflow as tf
 
-    writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "head_patterns"))
+    writer = tf.summary.create_file_writer(str(base / "tensorboard" / "head_patterns"))
     with writer.as_default(step=0):
         tf.summary.image("head_patterns", tf.io.decode_png(png, channels=3)[None])
         for r in heads:

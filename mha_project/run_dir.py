@@ -35,8 +35,10 @@ IDENTITY_FILE = "run.json"
 LOCK_FILE = ".lock"
 # The parts of the composed config that decide what model the directory ends up holding.
 IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
+# ... and the pretraining stage, when there is one (so runs without it keep their old fingerprint).
+PRETRAIN_KEY = "pretrain"
 # Stages in order; run.json's "stage" is the last one finished.
-STAGES = ("started", "trained", "tested", "saved", "exported", "finished")
+STAGES = ("started", "pretrained", "trained", "tested", "saved", "exported", "finished")
 # Files a run writes; a directory holding any of them but no run.json is a run from an older version.
 RUN_FILES = (
     "metrics.json",
@@ -48,16 +50,22 @@ RUN_FILES = (
     "export",
     "tensorboard",
     ".hydra",
+    "pretrain",
     IDENTITY_FILE,
 )
 # Files that hold something learned: while none exists, a "started" run can be replaced freely.
-TRAINED_FILES = ("history.csv", "backup", "checkpoints/best.weights.h5", "model.keras", "metrics.json")
+TRAINED_FILES = ("pretrain", "history.csv", "backup", "checkpoints/best.weights.h5", "model.keras", "metrics.json")
 
 
 def identity(cfg: DictConfig) -> dict:
     """The resolved config values that decide the result, as plain data."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    return {k: resolved.get(k) for k in IDENTITY_KEYS}
+    ident = {k: resolved.get(k) for k in IDENTITY_KEYS}
+    pretrain = resolved.get(PRETRAIN_KEY) or {}
+    if pretrain.get("objective", "none") != "none" or pretrain.get("from"):
+        # What the probes are does not change the model.
+        ident[PRETRAIN_KEY] = {k: v for k, v in pretrain.items() if k != "probe_texts"}
+    return ident
 
 
 def fingerprint(ident: dict) -> str:

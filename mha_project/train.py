@@ -108,6 +108,15 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     from mha_project.hparams import write_session_end, write_session_start
     from mha_project.io import write_json_atomic, write_text_atomic
     from mha_project.model import build_classifier, model_summary
+    from mha_project.pretrain import STAGE_DIR as PRETRAIN_DIR
+    from mha_project.pretrain import (
+        check_pretrained_source,
+        copy_encoder_weights,
+        run_pretraining,
+        uses_pretraining,
+        with_mask_token,
+    )
+    from mha_project.run import load_model_safely
 
     if cfg.trainer.cpu_devices:
         use_logical_cpus(cfg.trainer.cpu_devices)
@@ -132,11 +141,20 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
         f"val {len(data.val_texts)} · test {len(data.test_texts)}"
     )
+    pretraining = uses_pretraining(cfg)
     vocab_file = run_dir / "vocab.txt"
     if vocab_file.exists():  # resuming: the vocabulary the weights were trained with
         vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=read_vocabulary(vocab_file))
     else:
         vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
+        if pretraining:  # a [MASK] id for the masked-LM stage, in place of the least frequent word
+            words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), cfg.data.vocab_size)
+            vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=words)
+    pretrained_from = None  # the masked LM (model.keras) whose encoder the classifier starts from
+    if cfg.pretrain["from"]:
+        source_summary = check_pretrained_source(cfg.pretrain["from"], cfg, vectorizer)
+        pretrained_from = Path(cfg.pretrain["from"]) / PRETRAIN_DIR / "model.keras"
+    if not vocab_file.exists():
         save_vocabulary(vectorizer, vocab_file)
     seq_len, batch_size = cfg.data.seq_len, cfg.trainer.batch_size
 
@@ -169,9 +187,32 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         )
         fit_schedule = dict(epochs=cfg.trainer.epochs)
     total_steps = steps_per_epoch * fit_schedule["epochs"]
+
+    if not record.done("pretrained"):
+        summary = None
+        if cfg.pretrain["from"]:
+            summary = source_summary
+        elif cfg.pretrain.objective != "none":
+            texts = data.train_texts  # the training split only: never validation or test
+            if cfg.pretrain.extra_unlabeled:
+                from mha_project.data import concat_texts, load_unlabeled_texts
+
+                unlabeled = load_unlabeled_texts(cfg.data)
+                log.info(f"pretraining also on {len(unlabeled)} unlabeled texts")
+                texts = concat_texts(texts, unlabeled)
+            with strategy.scope():
+                summary = run_pretraining(cfg, run_dir / PRETRAIN_DIR, vectorizer, texts)
+        record.finish_stage("pretrained", pretrain=summary)
+    if cfg.pretrain.objective != "none":
+        pretrained_from = run_dir / PRETRAIN_DIR / "model.keras"
+    # The classifier's own initial weights must not depend on how much random the stage above used.
+    keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
         model = build_classifier(cfg.model, vectorizer.vocabulary_size(), data.num_classes)
         compile_classifier(model, cfg.trainer, total_steps)
+        if pretrained_from is not None:
+            copied = copy_encoder_weights(load_model_safely(pretrained_from), model)
+            log.info(f"encoder initialised from {pretrained_from}: {', '.join(copied)}")
     summary = model_summary(model)
     write_text_atomic(run_dir / "model_summary.txt", summary)
     log.info("model:\n" + summary)
@@ -294,6 +335,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         "val_examples": len(data.val_texts),
         "test_examples": len(data.test_texts),
         "hparams": hparams_of(cfg),
+        "pretrain": results.get("pretrain"),
     }
     if _records_hparams(cfg):
         write_session_end(run_dir / "tensorboard", success=True, metrics=metrics)
@@ -308,18 +350,25 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     return metrics
 
 
+def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int):
+    """A linear warm-up over ``warmup_fraction`` of ``total_steps``, then cosine decay to 0."""
+    import keras
+
+    warmup = warmup_fraction > 0
+    warmup_steps = int(warmup_fraction * total_steps)
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0 if warmup else lr,
+        decay_steps=max(1, total_steps - warmup_steps),
+        warmup_target=lr if warmup else None,
+        warmup_steps=warmup_steps,
+    )
+
+
 def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
     """AdamW (clipped gradients) with a linear warm-up then cosine decay to 0 over ``total_steps``."""
     import keras
 
-    warmup = trainer_cfg.warmup_fraction > 0
-    warmup_steps = int(trainer_cfg.warmup_fraction * total_steps)
-    schedule = keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0 if warmup else trainer_cfg.lr,
-        decay_steps=max(1, total_steps - warmup_steps),
-        warmup_target=trainer_cfg.lr if warmup else None,
-        warmup_steps=warmup_steps,
-    )
+    schedule = warmup_cosine(trainer_cfg.lr, trainer_cfg.warmup_fraction, total_steps)
     model.compile(
         optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0),
         loss="sparse_categorical_crossentropy",

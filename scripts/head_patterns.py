@@ -2,6 +2,7 @@
 
     python scripts/head_patterns.py outputs/runs/<time>
     python scripts/head_patterns.py outputs/runs/<time> --texts 500 --json
+    python scripts/head_patterns.py outputs/runs/<time> --pretrained   # the encoder as pretrain=mlm left it
 
 Over the first N validation texts (default 200): mean normalised entropy (1 = uniform), attention mass
 on the previous / next token, on itself, on the first token and on other copies of the same word, and
@@ -23,18 +24,24 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=200, help="validation texts to average over (default 200)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--out", help="folder for the table and picture (default RUN_DIR/head_patterns)")
+    parser.add_argument(
+        "--pretrained",
+        action="store_true",
+        help="the run's masked language model (pretrain=mlm) instead of the fine-tuned classifier; "
+        "writes into RUN_DIR/pretrain/head_patterns",
+    )
     args = parser.parse_args()
     try:
         from mha_project.head_patterns import format_table, run_head_patterns
 
-        result = run_head_patterns(args.run_dir, args.texts, args.out)
+        result = run_head_patterns(args.run_dir, args.texts, args.out, pretrained=args.pretrained)
     except UserError as err:
         fail(str(err))
     if args.json:
-        print(json.dumps({k: result[k] for k in ("run_dir", "split", "texts", "thresholds", "heads")}))
+        print(json.dumps({k: result[k] for k in ("run_dir", "model", "split", "texts", "thresholds", "heads")}))
         return
     print(
-        f"{result['texts']} validation texts; chance level of a single position: "
+        f"{result['model']}: {result['texts']} validation texts; chance level of a single position: "
         f"{result['heads'][0]['uniform_mass']:.3f} (mean 1/n)"
     )
     print(format_table(result["heads"]))
