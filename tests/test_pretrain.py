@@ -518,3 +518,24 @@ def test_electra_stage_end_to_end(tmp_path):
     assert 0.5 < summary["replaced_accuracy"] <= 1
     filled = fill_mask_in_run(run_dir, "the [MASK] was good", top_k=4)
     assert len(filled) == 1 and len(filled[0]) == 4
+
+
+@pytest.mark.slow
+def test_extra_unlabeled_texts_join_the_pretraining_only(tmp_path):
+    from mha_project.train import train
+
+    root = write_folder_dataset(tmp_path / "d", per_class=20)
+    for i in range(5):
+        (root / "train" / "unsup" / f"{i + 1}.txt").write_text(f"unlabeled words number {i}")
+    cfg = compose_cfg(
+        *TINY,
+        *QUIET,
+        "data=folder",
+        f"data.path={root}",
+        "pretrain=mlm",
+        "pretrain.epochs=1",
+        "pretrain.extra_unlabeled=true",
+    )
+    metrics = train(cfg, tmp_path / "run")
+    assert metrics["train_examples"] == 36  # 40 labelled, 4 of them for validation
+    assert metrics["pretrain"]["texts"] == 36 + 6  # + the 6 unlabeled ones, for pretraining only
