@@ -48,7 +48,9 @@ def test_run_directory_is_complete(tiny_run: Path):
         "dataset": "fine_foods",
         "embedding_norm": "layer_norm",
         "pooling": "mean",
+        "pretrain": "none",
     }
+    assert metrics["pretrain"] is None  # no pretraining stage (README "Self-pretraining")
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0
     assert metrics["train_examples_per_second"] > 0 and metrics["test_examples"] == 160
     for name in (
