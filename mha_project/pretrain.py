@@ -150,8 +150,71 @@ def masked_lm_dataset(batches, *, rate: float, mask_id: int, seed: int):
 # ----------------------------------------------------------------------------------------------
 
 
+class PretrainingEncoder(keras.Model):
+    """The classifier's encoder (same layer classes, same names: ``embedding``, ``encoder_{i}``,
+    ``final_norm``), for the pretraining models below to put their heads on; ``config_values`` holds the
+    constructor's arguments (``get_config``). Not registered: only its subclasses are saved."""
+
+    def _make_encoder(self, **config):
+        self.config_values = dict(config)
+        self.embedding = TokenAndPositionEmbedding(
+            config["vocab_size"],
+            config["max_len"],
+            config["embed_dim"],
+            cls_token=config["cls_token"],
+            input_scale=config["embedding_norm"],
+            name="embedding",
+        )
+        self.embedding_dropout = layers.Dropout(config["dropout"], name="embedding_dropout")
+        self.blocks = [
+            EncoderBlock(
+                num_heads=config["num_heads"],
+                key_dim=config["key_dim"],
+                value_dim=config["value_dim"],
+                ff_dim=config["ff_dim"],
+                dropout=config["dropout"],
+                attention_dropout=0.0,  # Keras's fused attention path (README "Speed")
+                activation=config["activation"],
+                use_bias=config["use_bias"],
+                norm_first=config["norm_first"],
+                name=f"encoder_{i}",
+            )
+            for i in range(config["num_layers"])
+        ]
+        norm = layers.LayerNormalization(epsilon=1e-6, name="final_norm") if config["norm_first"] else None
+        self.final_norm = norm
+
+    def _build_encoder(self):
+        embed_dim = self.config_values["embed_dim"]
+        self.embedding.build((None, None))
+        for block in self.blocks:
+            block.build((None, None, embed_dim))
+        if self.final_norm is not None:
+            self.final_norm.build((None, None, embed_dim))
+
+    def encode(self, token_ids, training=None):
+        """The encoder's outputs ``(batch, T[+1 with CLS], embed_dim)``, as the classifier computes them."""
+        mask = self.embedding.compute_mask(token_ids)
+        x = self.embedding_dropout(self.embedding(token_ids), training=training)
+        for block in self.blocks:
+            x = block(x, mask=mask, training=training)
+        return x if self.final_norm is None else self.final_norm(x)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.config_values)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("trainable", "dtype"):
+            config.pop(key, None)
+        return cls(**config)
+
+
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class MaskedLanguageModel(keras.Model):
+class MaskedLanguageModel(PretrainingEncoder):
     """The classifier's encoder (same layer classes and names) with a :class:`MaskedLMHead`.
 
     Inputs: ``{"token_ids": (batch, T), "mask_positions": (batch, P)}``; output: float32 logits
@@ -187,7 +250,7 @@ class MaskedLanguageModel(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.config_values = dict(
+        self._make_encoder(
             vocab_size=vocab_size,
             max_len=max_len,
             embed_dim=embed_dim,
@@ -204,45 +267,12 @@ class MaskedLanguageModel(keras.Model):
             cls_token=cls_token,
             tie_embeddings=tie_embeddings,
         )
-        self.embedding = TokenAndPositionEmbedding(
-            vocab_size, max_len, embed_dim, cls_token=cls_token, input_scale=embedding_norm, name="embedding"
-        )
-        self.embedding_dropout = layers.Dropout(dropout, name="embedding_dropout")
-        self.blocks = [
-            EncoderBlock(
-                num_heads=num_heads,
-                key_dim=key_dim,
-                value_dim=value_dim,
-                ff_dim=ff_dim,
-                dropout=dropout,
-                attention_dropout=0.0,  # Keras's fused attention path (README "Speed")
-                activation=activation,
-                use_bias=use_bias,
-                norm_first=norm_first,
-                name=f"encoder_{i}",
-            )
-            for i in range(num_layers)
-        ]
-        self.final_norm = layers.LayerNormalization(epsilon=1e-6, name="final_norm") if norm_first else None
         self.head = MaskedLMHead(vocab_size, activation=activation, tie_embeddings=tie_embeddings, name="mlm_head")
 
     def build(self, input_shape=None):
-        embed_dim = self.config_values["embed_dim"]
-        self.embedding.build((None, None))
-        for block in self.blocks:
-            block.build((None, None, embed_dim))
-        if self.final_norm is not None:
-            self.final_norm.build((None, None, embed_dim))
-        self.head.build((None, None, embed_dim))
+        self._build_encoder()
+        self.head.build((None, None, self.config_values["embed_dim"]))
         self.built = True
-
-    def encode(self, token_ids, training=None):
-        """The encoder's outputs ``(batch, T[+1 with CLS], embed_dim)``, as the classifier computes them."""
-        mask = self.embedding.compute_mask(token_ids)
-        x = self.embedding_dropout(self.embedding(token_ids), training=training)
-        for block in self.blocks:
-            x = block(x, mask=mask, training=training)
-        return x if self.final_norm is None else self.final_norm(x)
 
     def call(self, inputs, training=None):
         import tensorflow as tf
@@ -257,44 +287,9 @@ class MaskedLanguageModel(keras.Model):
         matrix = self.embedding.token_embedding.embeddings if self.config_values["tie_embeddings"] else None
         return self.head(hidden, embedding_matrix=matrix)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.config_values)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in ("trainable", "dtype"):
-            config.pop(key, None)
-        return cls(**config)
-
-
-def build_masked_lm(model_cfg, pretrain_cfg, vocab_size: int) -> MaskedLanguageModel:
-    model = MaskedLanguageModel(
-        vocab_size=vocab_size,
-        max_len=model_cfg.max_len,
-        embed_dim=model_cfg.embed_dim,
-        num_layers=model_cfg.num_layers,
-        num_heads=model_cfg.num_heads,
-        key_dim=model_cfg.key_dim,
-        value_dim=model_cfg.value_dim,
-        ff_dim=model_cfg.ff_dim,
-        dropout=pretrain_cfg.dropout,
-        activation=model_cfg.activation,
-        use_bias=model_cfg.use_bias,
-        norm_first=model_cfg.norm_first,
-        embedding_norm=model_cfg.embedding_norm,
-        cls_token=model_cfg.pooling == "cls",
-        tie_embeddings=pretrain_cfg.tie_embeddings,
-        name="masked_lm",
-    )
-    model.build()
-    return model
-
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class ReplacedTokenDetector(keras.Model):
+class ReplacedTokenDetector(PretrainingEncoder):
     """ELECTRA (Clark et al. 2020): a small masked-LM *generator* fills the masked positions with its own
     samples; the *discriminator*, the classifier's encoder (same layer classes and names), learns for
     every token whether it was replaced. Every token gives the discriminator a signal, not only the 15%
@@ -335,7 +330,7 @@ class ReplacedTokenDetector(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.config_values = dict(
+        self._make_encoder(
             vocab_size=vocab_size,
             max_len=max_len,
             embed_dim=embed_dim,
@@ -354,27 +349,6 @@ class ReplacedTokenDetector(keras.Model):
             generator_size=generator_size,
             discriminator_weight=discriminator_weight,
         )
-        # The discriminator: the classifier's encoder, under the classifier's layer names.
-        self.embedding = TokenAndPositionEmbedding(
-            vocab_size, max_len, embed_dim, cls_token=cls_token, input_scale=embedding_norm, name="embedding"
-        )
-        self.embedding_dropout = layers.Dropout(dropout, name="embedding_dropout")
-        self.blocks = [
-            EncoderBlock(
-                num_heads=num_heads,
-                key_dim=key_dim,
-                value_dim=value_dim,
-                ff_dim=ff_dim,
-                dropout=dropout,
-                attention_dropout=0.0,
-                activation=activation,
-                use_bias=use_bias,
-                norm_first=norm_first,
-                name=f"encoder_{i}",
-            )
-            for i in range(num_layers)
-        ]
-        self.final_norm = layers.LayerNormalization(epsilon=1e-6, name="final_norm") if norm_first else None
         self.replaced_transform = layers.Dense(embed_dim, activation=activation, name="replaced_transform")
         self.replaced_logit = layers.Dense(1, dtype="float32", name="replaced_logit")
         # The generator: same depth, `generator_size` of the width (ELECTRA: 1/4 to 1/2 works best).
@@ -406,22 +380,11 @@ class ReplacedTokenDetector(keras.Model):
 
     def build(self, input_shape=None):
         embed_dim = self.config_values["embed_dim"]
-        self.embedding.build((None, None))
-        for block in self.blocks:
-            block.build((None, None, embed_dim))
-        if self.final_norm is not None:
-            self.final_norm.build((None, None, embed_dim))
+        self._build_encoder()
         self.replaced_transform.build((None, None, embed_dim))
         self.replaced_logit.build((None, None, embed_dim))
         self.generator.build()
         self.built = True
-
-    def encode(self, token_ids, training=None):
-        mask = self.embedding.compute_mask(token_ids)
-        x = self.embedding_dropout(self.embedding(token_ids), training=training)
-        for block in self.blocks:
-            x = block(x, mask=mask, training=training)
-        return x if self.final_norm is None else self.final_norm(x)
 
     def discriminate(self, token_ids, training=None):
         """Per-token logits that the token was replaced, ``(batch, T)``."""
@@ -463,18 +426,6 @@ class ReplacedTokenDetector(keras.Model):
         self.trackers["replaced_accuracy"].update_state(detected, sample_weight=real_weights)
         return {name: tracker.result() for name, tracker in self.trackers.items()}
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.config_values)
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in ("trainable", "dtype"):
-            config.pop(key, None)
-        return cls(**config)
-
 
 def replace_with_samples(inputs, targets, weights, sampled):
     """ELECTRA's corrupted input: the original text with the generator's ``sampled`` words at the masked
@@ -500,11 +451,9 @@ def replace_with_samples(inputs, targets, weights, sampled):
 
 
 def build_pretrainer(model_cfg, pretrain_cfg, vocab_size: int):
-    """The stage's model for ``pretrain.objective``: :class:`MaskedLanguageModel` (mlm) or
-    :class:`ReplacedTokenDetector` (electra)."""
-    if pretrain_cfg.objective == "mlm":
-        return build_masked_lm(model_cfg, pretrain_cfg, vocab_size)
-    model = ReplacedTokenDetector(
+    """The stage's model for ``pretrain.objective``, on an encoder shaped as ``model_cfg`` says:
+    :class:`MaskedLanguageModel` (mlm) or :class:`ReplacedTokenDetector` (electra); built."""
+    encoder = dict(
         vocab_size=vocab_size,
         max_len=model_cfg.max_len,
         embed_dim=model_cfg.embed_dim,
@@ -520,10 +469,16 @@ def build_pretrainer(model_cfg, pretrain_cfg, vocab_size: int):
         embedding_norm=model_cfg.embedding_norm,
         cls_token=model_cfg.pooling == "cls",
         tie_embeddings=pretrain_cfg.tie_embeddings,
-        generator_size=float(pretrain_cfg.generator_size),
-        discriminator_weight=float(pretrain_cfg.discriminator_weight),
-        name="electra",
     )
+    if pretrain_cfg.objective == "mlm":
+        model = MaskedLanguageModel(**encoder, name="masked_lm")
+    else:
+        model = ReplacedTokenDetector(
+            **encoder,
+            generator_size=float(pretrain_cfg.generator_size),
+            discriminator_weight=float(pretrain_cfg.discriminator_weight),
+            name="electra",
+        )
     model.build()
     return model
 

@@ -211,11 +211,11 @@ def test_tied_head_reads_the_token_embedding():
 
 def test_copy_encoder_weights_into_the_classifier():
     from mha_project.model import build_classifier
-    from mha_project.pretrain import build_masked_lm, copy_encoder_weights
+    from mha_project.pretrain import build_pretrainer, copy_encoder_weights
 
     cfg = compose_cfg(*TINY, "pretrain=mlm", "layers=2", "model.norm_first=true")
     classifier = build_classifier(cfg.model, 400, 2)
-    mlm = build_masked_lm(cfg.model, cfg.pretrain, 400)
+    mlm = build_pretrainer(cfg.model, cfg.pretrain, 400)
     head_before = [w.copy() for w in classifier.get_layer("classifier").get_weights()]
     copied = copy_encoder_weights(mlm, classifier)
     assert copied == ["embedding", "encoder_0", "encoder_1", "final_norm"]
