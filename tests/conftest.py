@@ -39,6 +39,25 @@ def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subproc
     )
 
 
+def kill_when(cmd: list, ready, env: dict, timeout: float = 240) -> None:
+    """Start ``cmd``, SIGKILL it as soon as ``ready()`` is true (a run killed mid-training); fail if it
+    ends first."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline and proc.poll() is None and not ready():
+            time.sleep(0.05)
+        assert proc.poll() is None, "training ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def train_tiny(run_dir: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:
     return run_script("train.py", *TINY, f"hydra.run.dir={run_dir}", *overrides, timeout=timeout)
 

@@ -3,15 +3,13 @@
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
-from conftest import QUIET, ROOT, TINY, compose_cfg, run_script, write_folder_dataset
+from conftest import QUIET, ROOT, TINY, compose_cfg, kill_when, run_script, write_folder_dataset
 from mha_project.errors import ConfigError, UserError
 
 MASK_ID = 999
@@ -423,24 +421,16 @@ def test_kill_inside_pretraining_then_resume(tmp_path):
     overrides = [*PRETRAIN, "pretrain.epochs=4", *QUIET, f"hydra.run.dir={run_dir}"]
     cmd = [sys.executable, str(ROOT / "scripts" / "train.py"), *overrides]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     history = run_dir / "pretrain" / "history.csv"
-    deadline = time.time() + 240
-    try:
-        while time.time() < deadline and proc.poll() is None:
-            if (
-                history.exists()
-                and read_rows(history)
-                and (run_dir / "pretrain" / "backup" / "training_metadata.json").exists()
-            ):
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, "pretraining ended before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    kill_when(  # as soon as one pretraining epoch is recorded and backed up
+        cmd,
+        lambda: (
+            history.exists()
+            and read_rows(history)
+            and (run_dir / "pretrain" / "backup" / "training_metadata.json").exists()
+        ),
+        env,
+    )
     done_before = len(read_rows(history))
     assert done_before < 4 and not (run_dir / "pretrain" / "model.keras").exists()
 

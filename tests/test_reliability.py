@@ -3,15 +3,13 @@
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, run_script, train_tiny
+from conftest import ROOT, TINY, kill_when, run_script, train_tiny
 from mha_project.io import write_json_atomic
 
 RESUME = [
@@ -35,20 +33,12 @@ def test_sigkill_after_first_epoch_then_resume(tmp_path):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, str(ROOT / "scripts" / "train.py"), *RESUME, f"hydra.run.dir={run_dir}"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    try:
-        # Kill as soon as the first epoch is complete: recorded and backed up.
-        while time.time() < deadline and proc.poll() is None:
-            if history_epochs(run_dir / "history.csv") and (run_dir / "backup" / "training_metadata.json").exists():
-                break
-            time.sleep(0.05)
-        assert proc.poll() is None, "training ended before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # Kill as soon as the first epoch is complete: recorded and backed up.
+    kill_when(
+        cmd,
+        lambda: history_epochs(run_dir / "history.csv") and (run_dir / "backup" / "training_metadata.json").exists(),
+        env,
+    )
     done_before = max(history_epochs(run_dir / "history.csv"))
     assert not (run_dir / "metrics.json").exists()
     assert done_before < 3
