@@ -205,8 +205,10 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         record.finish_stage("pretrained", pretrain=summary)
     if cfg.pretrain.objective != "none":
         pretrained_from = run_dir / PRETRAIN_DIR / "model.keras"
-    # The classifier's own initial weights must not depend on how much random the stage above used.
-    keras.utils.set_random_seed(cfg.seed)
+    if pretraining:
+        # The classifier's own initial weights must not depend on whether the stage ran in this process
+        # (a resume after it) or how much randomness it used; runs without it are untouched.
+        keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
         model = build_classifier(cfg.model, vectorizer.vocabulary_size(), data.num_classes)
         compile_classifier(model, cfg.trainer, total_steps)
