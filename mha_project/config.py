@@ -298,8 +298,12 @@ def validate_config(cfg: DictConfig) -> None:
 def _check_pretrain(cfg: DictConfig) -> None:
     pretrain = cfg.pretrain
     probes = pretrain.probe_texts
-    if not OmegaConf.is_list(probes) or any(not isinstance(t, str) or "[mask]" not in t.lower() for t in probes):
-        bad = probes if not OmegaConf.is_list(probes) else next(t for t in probes if "[mask]" not in str(t).lower())
+
+    def has_mask(text) -> bool:
+        return isinstance(text, str) and "[mask]" in text.lower()
+
+    if not OmegaConf.is_list(probes) or not all(has_mask(t) for t in probes):
+        bad = probes if not OmegaConf.is_list(probes) else next(t for t in probes if not has_mask(t))
         raise ConfigError(
             f"pretrain.probe_texts has {bad!r}: each probe must be a sentence with [MASK] where a word goes"
         )

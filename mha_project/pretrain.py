@@ -724,8 +724,9 @@ def encode_masked_text(text: str, vectorizer, seq_len: int) -> np.ndarray:
 
 def fill_mask(model, vectorizer, text: str, seq_len: int, top_k: int = 5) -> list[list[tuple[str, float]]]:
     """For each ``[MASK]`` in ``text``: the ``top_k`` words with their probabilities."""
-    ids = encode_masked_text(text, vectorizer, seq_len)
-    mask_id = mask_id_of(vectorizer)
+    ids = encode_masked_text(text, vectorizer, seq_len)  # checks that there is a [MASK] id
+    vocabulary = vectorizer.get_vocabulary()
+    mask_id = vocabulary.index(MASK_TOKEN)
     positions = np.flatnonzero(ids == mask_id).astype("int32")
     model = getattr(model, "generator", model)  # ELECTRA: its generator is the masked LM
     logits = model({"token_ids": ids[None, :], "mask_positions": positions[None, :]}, training=False)
@@ -733,7 +734,6 @@ def fill_mask(model, vectorizer, text: str, seq_len: int, top_k: int = 5) -> lis
     logits[:, [0, mask_id]] = -np.inf  # padding and [MASK] are never the answer
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)
-    vocabulary = vectorizer.get_vocabulary()
     top = np.argsort(-probs, axis=-1)[:, :top_k]
     return [[(vocabulary[j], float(p[j])) for j in row] for row, p in zip(top, probs)]
 
