@@ -28,6 +28,12 @@ def test_benchmark_prints_well_formed_json():
     assert variant["ratio_to_project"] == pytest.approx(variant["examples_per_second"] / b, rel=1e-2)
     assert report["config"]["seq_len"] == 32 and report["config"]["model"]["num_heads"] == 2
     assert report["train_examples"] == 160
+    # the padding bound: (a) computes seq_len tokens per text, (b) its bucket's edge (>= its real length)
+    project = report["project"]
+    assert project["mean_real_tokens_per_example"] <= project["mean_padded_tokens_per_example"] <= 32
+    bound = report["padding_bound"]
+    assert bound["tokens"] == pytest.approx(32 / project["mean_padded_tokens_per_example"], rel=1e-2)
+    assert bound["attention_entries"] >= bound["tokens"] >= 1.0  # Jensen: E[T^2] >= E[T]^2
 
 
 def test_time_to_accuracy_benchmark_prints_well_formed_json():
