@@ -81,8 +81,8 @@ def _look_for_devices(tensorflow):
 
 def _register_layers(_keras):
     import mha_project.layers  # noqa: F401  (registers TokenAndPositionEmbedding, EncoderBlock, ...)
-    import mha_project.schedules  # noqa: F401  (registers WarmupCosine, saved with each model's optimizer)
     import mha_project.pretrain  # noqa: F401  (registers MaskedLanguageModel, ReplacedTokenDetector)
+    import mha_project.schedules  # noqa: F401  (registers WarmupCosine, saved with each model's optimizer)
 
 
 def _install_hooks():
