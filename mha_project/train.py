@@ -356,7 +356,7 @@ def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int):
     """A linear warm-up over ``warmup_fraction`` of ``total_steps``, then cosine decay to 0."""
     from mha_project.schedules import WarmupCosine
 
-    warmup_steps = int(warmup_fraction * total_steps) if warmup_fraction > 0 else 0
+    warmup_steps = int(warmup_fraction * total_steps)
     return WarmupCosine(peak=lr, warmup_steps=warmup_steps, decay_steps=total_steps - warmup_steps)
 
 
