@@ -62,7 +62,8 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
     vocab_size = vectorizer.vocabulary_size()
     seq_len, batch_size, n = cfg.data.seq_len, cfg.trainer.batch_size, len(data.train_texts)
-    lengths = np.array([min(len(r), seq_len) for r in vectorizer(np.asarray(data.train_texts, dtype=object)).numpy()])
+    train_texts = np.asarray(list(data.train_texts), dtype=object)  # (a) holds every text, as keras.io does
+    lengths = np.array([min(len(r), seq_len) for r in vectorizer(train_texts).numpy()])
     if cfg.data.bucketing:
         padded = padded_lengths(lengths, seq_len, cfg.data.get("bucket_width"))
     else:
@@ -76,7 +77,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
         output_sequence_length=seq_len,
         vocabulary=vectorizer.get_vocabulary(include_special_tokens=False),
     )
-    x = np.asarray(pad(np.asarray(data.train_texts, dtype=object)))
+    x = np.asarray(pad(train_texts))
     model_a = build_classifier(cfg.model, vocab_size, data.num_classes)
     _compile(model_a, cfg, project=False)
     fit_a = dict(x=x, y=np.asarray(data.train_labels), batch_size=batch_size, shuffle=True)

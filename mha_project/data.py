@@ -57,22 +57,130 @@ def _read_text(path: str) -> str:
     return Path(path).read_bytes().decode("utf-8", errors="replace")
 
 
+def _transcode(raw):
+    """Bytes -> valid UTF-8, invalid bytes replaced: tf.data's version of Python's decode(errors="replace")."""
+    import tensorflow as tf
+
+    return tf.strings.unicode_transcode(raw, "UTF-8", "UTF-8", errors="replace")
+
+
+class TfdsTexts(Sequence):
+    """Texts of one TFDS split left in TFDS's prepared files: the positions of the chosen records only.
+
+    ``data=imdb`` / ``data=ag_news`` keep these instead of every text in memory; tf.data reads the
+    records as it goes (``text_dataset``: TFDS's own reader, skipping the records not chosen). TFDS
+    reads a split sequentially, so a selection comes back in file order: ``indices`` must ascend,
+    and :func:`load_dataset` sorts each split's positions (the training pipeline reshuffles anyway).
+
+    Args:
+        name: the TFDS dataset (``imdb_reviews``).
+        split: the split (``train``).
+        data_dir: where TFDS keeps it (``None``: ``~/tensorflow_datasets``).
+        size: the number of records in the split.
+        indices: ascending positions of the chosen records; ``None`` means all.
+    """
+
+    def __init__(self, name: str, split: str, data_dir, size: int, indices=None):
+        self.name, self.split, self.data_dir, self.size = name, split, data_dir, int(size)
+        self.indices = np.arange(self.size) if indices is None else np.asarray(indices, dtype=np.int64)
+        if np.any(np.diff(self.indices) <= 0):
+            raise ValueError("TfdsTexts reads records in file order: indices must ascend")
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def dataset(self):
+        import tensorflow as tf
+        import tensorflow_datasets as tfds
+
+        records = tfds.load(self.name, split=self.split, as_supervised=True, data_dir=self.data_dir, download=False)
+        if len(self.indices) == self.size:
+            return records.map(lambda text, label: _transcode(text))
+        chosen = np.zeros(self.size, dtype=bool)
+        chosen[self.indices] = True
+        chosen = tf.constant(chosen)
+        return (
+            records.enumerate()
+            .filter(lambda i, record: tf.gather(chosen, i))
+            .map(lambda i, record: _transcode(record[0]))
+        )
+
+    def __iter__(self):
+        for raw in self.dataset().as_numpy_iterator():
+            yield raw.decode("utf-8")
+
+    def __getitem__(self, index):
+        # Sequential reads only: fine for the few texts inspection asks for, not for random access.
+        wanted = range(len(self))[index]
+        positions = [wanted] if isinstance(index, int) else list(wanted)
+        if not positions:
+            return []
+        found = {}
+        for i, text in enumerate(self):
+            if i in positions:
+                found[i] = text
+            if i >= max(positions):
+                break
+        out = [found[i] for i in positions]
+        return out[0] if isinstance(index, int) else out
+
+    def subset(self, indices) -> TfdsTexts:
+        return TfdsTexts(self.name, self.split, self.data_dir, self.size, self.indices[np.asarray(indices, dtype=int)])
+
+    def __add__(self, other) -> list[str]:
+        return list(self) + list(other)
+
+
+class ChainedTexts(Sequence):
+    """Several text sources one after the other (training + unlabeled texts for pretraining), each
+    still streamed by ``text_dataset``."""
+
+    def __init__(self, *parts):
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts)
+
+    def dataset(self):
+        datasets = [text_dataset(part) for part in self.parts]
+        out = datasets[0]
+        for ds in datasets[1:]:
+            out = out.concatenate(ds)
+        return out
+
+    def __iter__(self):
+        for part in self.parts:
+            yield from part
+
+    def __getitem__(self, index):
+        return list(self)[index]
+
+
 def select_texts(texts, indices):
-    """``texts[i] for i in indices``: a list for a list, :class:`TextFiles` (nothing read) for files on disk."""
-    return texts.subset(indices) if isinstance(texts, TextFiles) else [texts[i] for i in indices]
+    """``texts[i] for i in indices``: a list for a list; for :class:`TextFiles` and :class:`TfdsTexts`
+    the same kind of view (nothing read)."""
+    if isinstance(texts, (TextFiles, TfdsTexts)):
+        return texts.subset(indices)
+    return [texts[i] for i in indices]
 
 
 def concat_texts(first, second):
-    """Both splits' texts: still on disk when both are :class:`TextFiles`, else one list."""
+    """Both sources' texts: file paths when both are :class:`TextFiles`, one list when both are lists,
+    else still streamed (:class:`ChainedTexts`)."""
     if isinstance(first, TextFiles) and isinstance(second, TextFiles):
         return TextFiles(first.paths + second.paths)
-    return list(first) + list(second)
+    if isinstance(first, list) and isinstance(second, list):
+        return first + second
+    return ChainedTexts(first, second)
 
 
 def text_dataset(texts):
-    """A tf.data dataset of the texts (strings); for :class:`TextFiles`, read from disk as it goes."""
+    """A tf.data dataset of the texts (strings); for :class:`TextFiles` and :class:`TfdsTexts`, read
+    from disk as it goes."""
     import tensorflow as tf
 
+    if isinstance(texts, (TfdsTexts, ChainedTexts)):
+        return texts.dataset()
     if isinstance(texts, TextFiles):
         # Python's decode(errors="replace") for the texts read in Python; the same here.
         return tf.data.Dataset.from_tensor_slices(texts.paths).map(
@@ -85,7 +193,7 @@ def text_dataset(texts):
 
 @dataclass
 class TextSplits:
-    """Raw texts (a list, or :class:`TextFiles` read on demand) and integer labels for each split."""
+    """Raw texts (a list, or :class:`TextFiles` / :class:`TfdsTexts` read on demand) and integer labels per split."""
 
     name: str
     class_names: list[str]
@@ -121,6 +229,9 @@ def load_dataset(data_cfg, seed: int) -> TextSplits:
     limit = data_cfg.limit
     if limit is not None:
         train_idx, val_idx, test_idx = train_idx[:limit], val_idx[:limit], test_idx[:limit]
+    if isinstance(train_texts, TfdsTexts):
+        # The same seeded choice of texts, in file order (TFDS reads a split sequentially).
+        train_idx, val_idx, test_idx = np.sort(train_idx), np.sort(val_idx), np.sort(test_idx)
 
     def take(texts, labels, idx):
         return select_texts(texts, idx), np.asarray(labels, dtype="int32")[idx]
@@ -166,14 +277,13 @@ def _load_tfds(data_cfg):
     )
     class_names = builder.info.features["label"].names
 
-    def split(ds):
-        texts, labels = [], []
-        for text, label in tfds.as_numpy(ds):
-            texts.append(text.decode("utf-8", errors="replace"))
-            labels.append(int(label))
-        return texts, np.array(labels, "int32")
+    def split(ds, split_name):
+        # One pass for the labels; the texts stay in TFDS's files (TfdsTexts) and tf.data reads them
+        # again, in the same order, for the vocabulary and the training pipeline.
+        labels = np.fromiter(tfds.as_numpy(ds.map(lambda text, label: label)), dtype="int32")
+        return TfdsTexts(name, split_name, data_cfg.data_dir, len(labels)), labels
 
-    return split(train), split(test), list(class_names)
+    return split(train, "train"), split(test, "test"), list(class_names)
 
 
 def load_unlabeled_texts(data_cfg):
@@ -192,7 +302,8 @@ def load_unlabeled_texts(data_cfg):
         import tensorflow_datasets as tfds
 
         ds = tfds.load(data_cfg.tfds_name, split="unsupervised", as_supervised=True, data_dir=data_cfg.data_dir)
-        texts = [text.decode("utf-8", errors="replace") for text, _ in tfds.as_numpy(ds)]
+        size = int(ds.reduce(np.int64(0), lambda count, record: count + 1))
+        texts = TfdsTexts(data_cfg.tfds_name, "unsupervised", data_cfg.data_dir, size)
     else:
         raise ConfigError(f"pretrain.extra_unlabeled=true: data={data_cfg.name} has no unlabeled texts")
     limit = data_cfg.limit

@@ -78,10 +78,45 @@ def test_tfds_loaders_with_mock_data(monkeypatch, name, tfds_name, num_classes):
     monkeypatch.setattr(data_module, "check_download_possible", lambda *a, **k: None)
     with tfds.testing.mock_data(num_examples=30):
         d = load_dataset(data_cfg(name=name, tfds_name=tfds_name, val_fraction=0.2), seed=0)
-    assert d.num_classes == num_classes
-    assert len(d.train_texts) == 24 and len(d.val_texts) == 6 and len(d.test_texts) == 30
-    assert all(isinstance(t, str) for t in d.train_texts)
+        assert d.num_classes == num_classes
+        assert len(d.train_texts) == 24 and len(d.val_texts) == 6 and len(d.test_texts) == 30
+        assert all(isinstance(t, str) for t in d.train_texts)
     assert set(np.unique(d.train_labels)) <= set(range(num_classes))
+
+
+def test_tfds_texts_stay_in_tfds_and_batch_exactly_as_texts_in_memory(monkeypatch):
+    monkeypatch.setattr(data_module, "check_download_possible", lambda *a, **k: None)
+    with tfds.testing.mock_data(num_examples=40):
+        d = load_dataset(data_cfg(name="imdb", tfds_name="imdb_reviews", val_fraction=0.25, limit=20), seed=3)
+        # Positions, not texts, are held; the seeded choice is unchanged, in file order.
+        assert isinstance(d.train_texts, data_module.TfdsTexts) and d.train_texts.indices.dtype == np.int64
+        order = np.random.default_rng(3).permutation(40)
+        np.testing.assert_array_equal(d.val_texts.indices, np.sort(order[:10]))
+        np.testing.assert_array_equal(d.train_texts.indices, np.sort(order[10:30]))
+        # Texts and labels stay paired: record i of the split has label train_labels[j] at indices[j].
+        records = [
+            (t.decode("utf-8", errors="replace"), int(y))
+            for t, y in tfds.as_numpy(tfds.load("imdb_reviews", split="train", as_supervised=True))
+        ]
+        texts = list(d.train_texts)
+        assert [records[i] for i in d.train_texts.indices] == list(zip(texts, d.train_labels.tolist()))
+        assert d.train_texts[3] == texts[3] and d.train_texts[2:5] == texts[2:5]
+        # The pipeline reading TFDS gives the same batches as the same texts held in memory.
+        vec = make_vectorizer(texts, vocab_size=50)
+        streamed = make_pipeline(d.train_texts, d.train_labels, vec, 16, 4, shuffle=False, seed=0)
+        in_memory = make_pipeline(texts, d.train_labels, vec, 16, 4, shuffle=False, seed=0)
+        for (ids_s, y_s), (ids_m, y_m) in zip(streamed, in_memory, strict=True):
+            np.testing.assert_array_equal(ids_s.numpy(), ids_m.numpy())
+            np.testing.assert_array_equal(y_s.numpy(), y_m.numpy())
+        assert make_vectorizer(d.train_texts, 50).get_vocabulary() == vec.get_vocabulary()
+        # Training + unlabeled texts for pretraining: still streamed, in order.
+        unlabeled = data_module.load_unlabeled_texts(data_cfg(name="imdb", tfds_name="imdb_reviews"))
+        both = data_module.concat_texts(d.train_texts, unlabeled)
+        assert isinstance(both, data_module.ChainedTexts) and len(both) == 20 + 40
+        streamed_texts = [t.decode() for t in data_module.text_dataset(both).as_numpy_iterator()]
+        assert streamed_texts == texts + list(unlabeled)
+    with pytest.raises(ValueError, match="indices must ascend"):
+        data_module.TfdsTexts("imdb_reviews", "train", None, 10, indices=[3, 1])
 
 
 def test_tfds_offline_fails_fast_with_offline_options(monkeypatch, tmp_path):
