@@ -28,6 +28,7 @@ MULTI_WORKER_UNSUPPORTED = (
     "for the devices of one machine"
 )
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
+POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (mha_project/layers.py)
 OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective (mha_project/pretrain.py)
 PRETRAIN_KEYS = (
     "objective",
@@ -82,6 +83,7 @@ class ModelConfig:
     norm_first: bool = MISSING
     pooling: str = MISSING
     embedding_norm: str = MISSING
+    position_encoding: str = MISSING
 
 
 @dataclass
@@ -194,6 +196,12 @@ _CHECKS = [
         "one of " + ", ".join(DISTRIBUTIONS),
     ),
     ("model.embedding_norm", "model.embedding_norm", lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES)),
+    (
+        "model.position_encoding",
+        "model.position_encoding",
+        lambda v: v in POSITION_ENCODINGS,
+        "one of " + ", ".join(POSITION_ENCODINGS),
+    ),
     ("model.pooling", "model.pooling", lambda v: v in ("mean", "mean_max", "cls"), "one of mean, mean_max, cls"),
     ("trainer.cpu_devices", "trainer.cpu_devices", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
     ("data.name", "data", lambda v: v in DATASETS, "one of " + ", ".join(DATASETS)),

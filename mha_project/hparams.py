@@ -34,6 +34,7 @@ HPARAM_PATHS = {
     "dataset": "data.name",
     "embedding_norm": "model.embedding_norm",
     "pooling": "model.pooling",
+    "position_encoding": "model.position_encoding",
     "pretrain": "pretrain.objective",
 }
 INT_HPARAMS = {

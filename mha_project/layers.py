@@ -14,6 +14,65 @@ from mha_project.config import INPUT_SCALES  # how the embedding scales the firs
 PACKAGE = "mha_project"
 
 
+POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding
+
+
+def rotate_positions(x, max_wavelength: float = 10000.0):
+    """Rotary position encoding (RoFormer, Su et al. 2021) of ``(batch, seq, heads, dim)`` queries or keys.
+
+    Feature pairs ``(i, i + dim/2)`` at position ``p`` are rotated by the angle ``p * max_wavelength^(-2i/dim)``
+    (keras-hub's ``RotaryEmbedding`` layout). A query at ``p`` and a key at ``q`` rotated this way have a
+    dot product that depends on ``p - q`` only: attention sees *relative* positions, so "the previous word"
+    is the same pattern at every position.
+
+    Written here rather than imported from keras-hub because keras-hub pins ``tensorflow-text`` to the
+    TensorFlow version and pulls in kagglehub, sentencepiece and tokenizers for one 10-line function.
+
+    Example:
+    >>> q = keras.random.normal((1, 6, 2, 8), seed=1)
+    >>> k = keras.random.normal((1, 6, 2, 8), seed=2)
+    >>> # shifting both by the same offset leaves the scores of a pair of positions unchanged
+    >>> a = ops.sum(rotate_positions(q)[:, 1] * rotate_positions(k)[:, 3], axis=-1)
+    >>> shifted = lambda x: ops.concatenate([ops.zeros_like(x[:, :2]), x], axis=1)
+    >>> b = ops.sum(rotate_positions(shifted(q))[:, 3] * rotate_positions(shifted(k))[:, 5], axis=-1)
+    >>> bool(ops.all(ops.abs(a - b) < 1e-4))
+    True
+    """
+    dim = x.shape[-1]
+    if dim % 2:
+        raise ValueError(f"rotary positions need an even key_dim, got {dim}")
+    half = dim // 2
+    inverse_frequency = 1.0 / (max_wavelength ** (ops.arange(0, half, dtype="float32") / half))
+    positions = ops.arange(ops.shape(x)[1], dtype="float32")
+    angles = positions[:, None] * inverse_frequency[None, :]  # (seq, dim/2)
+    cos = ops.cast(ops.cos(angles), x.dtype)[None, :, None, :]
+    sin = ops.cast(ops.sin(angles), x.dtype)[None, :, None, :]
+    x1, x2 = x[..., :half], x[..., half:]
+    return ops.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class RotaryMultiHeadAttention(layers.MultiHeadAttention):
+    """``keras.layers.MultiHeadAttention`` with rotary position encoding on the projected queries and keys.
+
+    Everything else (projections, masking, the fused ``dot_product_attention`` path, scores) is
+    Keras's own: only ``_compute_attention``, which receives the ``(batch, seq, heads, key_dim)``
+    projections, rotates them first (the hook keras-hub's attention layers use for the same purpose).
+
+    Example:
+    >>> mha = RotaryMultiHeadAttention(num_heads=4, key_dim=16)
+    >>> out, scores = mha(keras.random.normal((2, 10, 32)), keras.random.normal((2, 10, 32)),
+    ...                   return_attention_scores=True)
+    >>> tuple(out.shape), tuple(scores.shape)
+    ((2, 10, 32), (2, 4, 10, 10))
+    """
+
+    def _compute_attention(self, query, key, value, attention_mask=None, training=None, *args, **kwargs):
+        return super()._compute_attention(
+            rotate_positions(query), rotate_positions(key), value, attention_mask, training, *args, **kwargs
+        )
+
+
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class TokenAndPositionEmbedding(layers.Layer):
     """Token embedding plus a learned position embedding; emits the padding mask.
@@ -27,6 +86,9 @@ class TokenAndPositionEmbedding(layers.Layer):
         embed_dim: width of the embeddings (the model's ``d_model``).
         cls_token: prepend a learned ``[CLS]`` vector (position 0) that the classifier reads; the
             output is then one position longer than the input.
+        learned_positions: add the learned position table (the default); ``False`` for
+            ``model.position_encoding=rotary``, where attention itself encodes positions
+            (:class:`RotaryMultiHeadAttention`) and the embedding is the token's alone.
         input_scale: how the summed token + position embeddings are scaled before the first
             attention layer. ``"layer_norm"`` (BERT, keras-hub's BERT backbone): a LayerNormalization,
             so queries and keys start at unit scale and the first attention's logits can move;
@@ -49,6 +111,7 @@ class TokenAndPositionEmbedding(layers.Layer):
         cls_token: bool = False,
         input_scale: str = "none",
         layer_norm_epsilon: float = 1e-6,
+        learned_positions: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -60,8 +123,11 @@ class TokenAndPositionEmbedding(layers.Layer):
         self.cls_token = cls_token
         self.input_scale = input_scale
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.learned_positions = learned_positions
         self.token_embedding = layers.Embedding(vocab_size, embed_dim, name="token_embedding")
-        self.position_embedding = layers.Embedding(max_len + int(cls_token), embed_dim, name="position_embedding")
+        self.position_embedding = None
+        if learned_positions:
+            self.position_embedding = layers.Embedding(max_len + int(cls_token), embed_dim, name="position_embedding")
         self.norm = None
         if input_scale == "layer_norm":
             self.norm = layers.LayerNormalization(epsilon=layer_norm_epsilon, name="embedding_norm")
@@ -69,7 +135,8 @@ class TokenAndPositionEmbedding(layers.Layer):
 
     def build(self, input_shape):
         self.token_embedding.build(input_shape)
-        self.position_embedding.build((None,))
+        if self.position_embedding is not None:
+            self.position_embedding.build((None,))
         if self.cls_token:
             self.cls_embedding = self.add_weight(
                 shape=(self.embed_dim,), initializer="random_normal", name="cls_embedding"
@@ -85,9 +152,10 @@ class TokenAndPositionEmbedding(layers.Layer):
         if self.cls_token:
             cls = ops.broadcast_to(ops.cast(self.cls_embedding, x.dtype), (ops.shape(x)[0], 1, self.embed_dim))
             x = ops.concatenate([cls, x], axis=1)
-        # Inputs may be shorter than max_len (dynamic padding); never longer.
-        positions = ops.arange(ops.shape(x)[1])
-        x = x + ops.cast(self.position_embedding(positions), x.dtype)[None, :, :]
+        if self.position_embedding is not None:
+            # Inputs may be shorter than max_len (dynamic padding); never longer.
+            positions = ops.arange(ops.shape(x)[1])
+            x = x + ops.cast(self.position_embedding(positions), x.dtype)[None, :, :]
         if self.norm is not None:
             x = self.norm(x)
         return x
@@ -111,6 +179,7 @@ class TokenAndPositionEmbedding(layers.Layer):
             cls_token=self.cls_token,
             input_scale=self.input_scale,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            learned_positions=self.learned_positions,
         )
         return config
 
@@ -138,6 +207,8 @@ class EncoderBlock(layers.Layer):
         use_bias: whether the Q/K/V/output projections have biases.
         norm_first: pre-norm instead of post-norm.
         layer_norm_epsilon: epsilon of both LayerNormalizations.
+        rotary_positions: rotate queries and keys by their positions (:class:`RotaryMultiHeadAttention`)
+            so that attention scores depend on relative positions.
 
     Call args:
         inputs: ``(batch, seq, embed_dim)``.
@@ -163,10 +234,12 @@ class EncoderBlock(layers.Layer):
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         attention_dropout: float | None = None,
+        rotary_positions: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = num_heads
+        self.rotary_positions = rotary_positions
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.ff_dim = ff_dim
@@ -180,7 +253,8 @@ class EncoderBlock(layers.Layer):
 
     def build(self, input_shape):
         embed_dim = input_shape[-1]
-        self.attention = layers.MultiHeadAttention(
+        attention_class = RotaryMultiHeadAttention if self.rotary_positions else layers.MultiHeadAttention
+        self.attention = attention_class(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
             value_dim=self.value_dim,
@@ -263,6 +337,7 @@ class EncoderBlock(layers.Layer):
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
             attention_dropout=self.attention_dropout,
+            rotary_positions=self.rotary_positions,
         )
         return config
 

@@ -22,12 +22,14 @@ def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Mode
     """Build the encoder classifier from the ``model`` config group."""
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     pooling = model_cfg.get("pooling", "mean")
+    rotary = model_cfg.get("position_encoding", "learned") == "rotary"
     x = TokenAndPositionEmbedding(
         vocab_size,
         model_cfg.max_len,
         model_cfg.embed_dim,
         cls_token=pooling == "cls",
         input_scale=model_cfg.get("embedding_norm", "none"),
+        learned_positions=not rotary,
         name="embedding",
     )(token_ids)
     x = layers.Dropout(model_cfg.dropout, name="embedding_dropout")(x)
@@ -42,6 +44,7 @@ def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Mode
             activation=model_cfg.activation,
             use_bias=model_cfg.use_bias,
             norm_first=model_cfg.norm_first,
+            rotary_positions=rotary,
             name=f"encoder_{i}",
         )(x)
     if model_cfg.norm_first:

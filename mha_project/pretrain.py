@@ -54,6 +54,7 @@ ARCHITECTURE_KEYS = (
     "use_bias",
     "norm_first",
     "embedding_norm",
+    "position_encoding",
 )
 
 
@@ -163,6 +164,7 @@ class PretrainingEncoder(keras.Model):
             config["embed_dim"],
             cls_token=config["cls_token"],
             input_scale=config["embedding_norm"],
+            learned_positions=config.get("position_encoding", "learned") == "learned",
             name="embedding",
         )
         self.embedding_dropout = layers.Dropout(config["dropout"], name="embedding_dropout")
@@ -177,6 +179,7 @@ class PretrainingEncoder(keras.Model):
                 activation=config["activation"],
                 use_bias=config["use_bias"],
                 norm_first=config["norm_first"],
+                rotary_positions=config.get("position_encoding", "learned") == "rotary",
                 name=f"encoder_{i}",
             )
             for i in range(config["num_layers"])
@@ -245,6 +248,7 @@ class MaskedLanguageModel(PretrainingEncoder):
         use_bias: bool = True,
         norm_first: bool = False,
         embedding_norm: str = "layer_norm",
+        position_encoding: str = "learned",
         cls_token: bool = False,
         tie_embeddings: bool = True,
         **kwargs,
@@ -264,6 +268,7 @@ class MaskedLanguageModel(PretrainingEncoder):
             use_bias=use_bias,
             norm_first=norm_first,
             embedding_norm=embedding_norm,
+            position_encoding=position_encoding,
             cls_token=cls_token,
             tie_embeddings=tie_embeddings,
         )
@@ -323,6 +328,7 @@ class ReplacedTokenDetector(PretrainingEncoder):
         use_bias: bool = True,
         norm_first: bool = False,
         embedding_norm: str = "layer_norm",
+        position_encoding: str = "learned",
         cls_token: bool = False,
         tie_embeddings: bool = True,
         generator_size: float = 0.25,
@@ -344,6 +350,7 @@ class ReplacedTokenDetector(PretrainingEncoder):
             use_bias=use_bias,
             norm_first=norm_first,
             embedding_norm=embedding_norm,
+            position_encoding=position_encoding,
             cls_token=cls_token,
             tie_embeddings=tie_embeddings,
             generator_size=generator_size,
@@ -365,6 +372,7 @@ class ReplacedTokenDetector(PretrainingEncoder):
             use_bias=use_bias,
             norm_first=norm_first,
             embedding_norm=embedding_norm,
+            position_encoding=position_encoding,
             cls_token=cls_token,
             tie_embeddings=tie_embeddings,
             name="generator",
@@ -467,6 +475,7 @@ def build_pretrainer(model_cfg, pretrain_cfg, vocab_size: int):
         use_bias=model_cfg.use_bias,
         norm_first=model_cfg.norm_first,
         embedding_norm=model_cfg.embedding_norm,
+        position_encoding=model_cfg.get("position_encoding", "learned"),
         cls_token=model_cfg.pooling == "cls",
         tie_embeddings=pretrain_cfg.tie_embeddings,
     )
@@ -667,6 +676,8 @@ def check_pretrained_source(source, cfg, vectorizer) -> dict:
     theirs = OmegaConf.load(config_file)
     for key in ARCHITECTURE_KEYS:
         there, here = theirs.model.get(key), cfg.model.get(key)
+        if key == "position_encoding":  # runs from before the option had learned positions
+            there, here = there or "learned", here or "learned"
         if there != here:
             raise ConfigError(
                 f"{shown} has another encoder: model.{key}={_show(there)} there, {_show(here)} here; "

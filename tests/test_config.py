@@ -94,6 +94,7 @@ def test_wrong_type_is_refused_by_the_schema():
         ("dropout=-0.1", "dropout=-0.1"),
         ("data.limit=0", "data.limit=0"),
         ("trainer.precision=float8", "trainer.precision=float8"),
+        ("model.position_encoding=sinusoidal", "model.position_encoding=sinusoidal"),
     ],
 )
 def test_out_of_range_values_name_key_value_and_allowed(override, key):

@@ -4,7 +4,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from mha_project.attention import attention_scores
-from mha_project.layers import EncoderBlock, MaskedMeanPooling, TokenAndPositionEmbedding
+from mha_project.layers import (
+    EncoderBlock,
+    MaskedMeanPooling,
+    RotaryMultiHeadAttention,
+    TokenAndPositionEmbedding,
+    rotate_positions,
+)
 from mha_project.model import build_classifier, encoder_blocks
 
 
@@ -91,6 +97,8 @@ def test_embedding_mask_and_short_inputs():
         EncoderBlock(num_heads=2, key_dim=3, ff_dim=6, dropout=0.2, attention_dropout=0.0, name="a"),
         MaskedMeanPooling(name="p"),
         TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, cls_token=True, name="c"),
+        TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, learned_positions=False, name="d"),
+        EncoderBlock(num_heads=2, key_dim=4, ff_dim=6, rotary_positions=True, name="e"),
     ],
 )
 def test_layer_config_round_trip(layer):
@@ -189,3 +197,50 @@ def test_training_never_requests_attention_scores_and_analysis_does(monkeypatch)
     requested.clear()
     scores = attention_scores(model, IDS)
     assert requested == [True, True] and scores[0].shape == (3, 4, 6, 6)
+
+
+def test_rotary_positions_rotate_pairs_and_keep_norms():
+    x = np.random.default_rng(0).normal(size=(2, 7, 3, 8)).astype("float32")
+    rotated = np.asarray(rotate_positions(x))
+    np.testing.assert_allclose(rotated[:, 0], x[:, 0], atol=1e-6)  # position 0: angle 0
+    np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
+    # Position 3, first pair (features 0 and 4) turns by 3 radians (frequency 1), as in RoFormer.
+    c, s = np.cos(3.0), np.sin(3.0)
+    np.testing.assert_allclose(rotated[:, 3, :, 0], x[:, 3, :, 0] * c - x[:, 3, :, 4] * s, atol=1e-5)
+    np.testing.assert_allclose(rotated[:, 3, :, 4], x[:, 3, :, 4] * c + x[:, 3, :, 0] * s, atol=1e-5)
+    with pytest.raises(ValueError, match="even key_dim, got 5"):
+        rotate_positions(np.zeros((1, 3, 1, 5), "float32"))
+
+
+def test_rotary_attention_sees_positions_that_plain_attention_cannot():
+    # Ten copies of one vector: without position information every query scores every key alike.
+    x = np.tile(np.random.default_rng(1).normal(size=(1, 1, 16)).astype("float32"), (1, 10, 1))
+    keras.utils.set_random_seed(2)
+    plain = keras.layers.MultiHeadAttention(num_heads=2, key_dim=8)
+    keras.utils.set_random_seed(2)
+    rotary = RotaryMultiHeadAttention(num_heads=2, key_dim=8)
+    _, plain_scores = plain(x, x, return_attention_scores=True)
+    _, rotary_scores = rotary(x, x, return_attention_scores=True)
+    np.testing.assert_allclose(np.asarray(plain_scores), 0.1, atol=1e-6)
+    assert np.ptp(np.asarray(rotary_scores), axis=-1).max() > 1e-3
+    # ... and the scores depend on the distance only: query 2 -> key 3 equals query 5 -> key 6.
+    np.testing.assert_allclose(
+        rotary_scores[0, :, 2, 3] / rotary_scores[0, :, 2, 2],
+        rotary_scores[0, :, 5, 6] / rotary_scores[0, :, 5, 5],
+        rtol=1e-4,
+    )
+
+
+def test_rotary_classifier_has_no_position_table_and_round_trips(tmp_path):
+    keras.utils.set_random_seed(6)
+    model = build_classifier(model_cfg(position_encoding="rotary", pooling="cls"), vocab_size=20, num_classes=2)
+    assert not any("position_embedding" in w.path for w in model.weights)
+    assert all(isinstance(block.attention, RotaryMultiHeadAttention) for block in encoder_blocks(model))
+    short = model.predict(np.array([[5, 6, 7]]), verbose=0)
+    np.testing.assert_allclose(model.predict(np.array([[5, 6, 7, 0, 0]]), verbose=0), short, atol=1e-5)
+    # Word order matters to it (a bag of words would give the same output).
+    assert not np.allclose(model.predict(np.array([[7, 6, 5]]), verbose=0), short, atol=1e-6)
+    model.save(tmp_path / "m.keras")
+    reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
+    assert all(isinstance(block.attention, RotaryMultiHeadAttention) for block in encoder_blocks(reloaded))
+    np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0), atol=1e-6)

@@ -102,7 +102,7 @@ def test_mask_token_takes_the_last_id_within_vocab_size():
     assert 4 not in with_mask(np.array(["[MASK] d"], dtype=object)).numpy()[0]
 
 
-def small_lm(tie=True, cls=False):
+def small_lm(tie=True, cls=False, position_encoding="learned"):
     from mha_project.pretrain import MaskedLanguageModel
 
     return MaskedLanguageModel(
@@ -115,14 +115,15 @@ def small_lm(tie=True, cls=False):
         ff_dim=16,
         cls_token=cls,
         tie_embeddings=tie,
+        position_encoding=position_encoding,
     )
 
 
-@pytest.mark.parametrize("tie", [True, False])
-def test_masked_language_model_round_trips_through_model_save(tmp_path, tie):
+@pytest.mark.parametrize("tie, position_encoding", [(True, "learned"), (False, "learned"), (True, "rotary")])
+def test_masked_language_model_round_trips_through_model_save(tmp_path, tie, position_encoding):
     import keras
 
-    model = small_lm(tie=tie)
+    model = small_lm(tie=tie, position_encoding=position_encoding)
     inputs = {"token_ids": np.array([[3, 4, 5, 0, 0]], "int32"), "mask_positions": np.array([[1, 2]], "int32")}
     before = np.asarray(model(inputs))
     model.save(tmp_path / "mlm.keras")
@@ -207,13 +208,18 @@ def test_tied_head_reads_the_token_embedding():
     assert not np.allclose(np.asarray(model(inputs)), before)
 
 
-def test_copy_encoder_weights_into_the_classifier():
+@pytest.mark.parametrize("position_encoding", ["learned", "rotary"])
+def test_copy_encoder_weights_into_the_classifier(position_encoding):
     from mha_project.model import build_classifier
     from mha_project.pretrain import build_pretrainer, copy_encoder_weights
 
-    cfg = compose_cfg(*TINY, "pretrain=mlm", "layers=2", "model.norm_first=true")
+    cfg = compose_cfg(
+        *TINY, "pretrain=mlm", "layers=2", "model.norm_first=true", f"model.position_encoding={position_encoding}"
+    )
     classifier = build_classifier(cfg.model, 400, 2)
     mlm = build_pretrainer(cfg.model, cfg.pretrain, 400)
+    has_table = any("position_embedding" in w.path for w in mlm.weights)
+    assert has_table == (position_encoding == "learned")
     head_before = [w.copy() for w in classifier.get_layer("classifier").get_weights()]
     copied = copy_encoder_weights(mlm, classifier)
     assert copied == ["embedding", "encoder_0", "encoder_1", "final_norm"]

@@ -48,6 +48,7 @@ def test_run_directory_is_complete(tiny_run: Path):
         "dataset": "fine_foods",
         "embedding_norm": "layer_norm",
         "pooling": "mean",
+        "position_encoding": "learned",
         "pretrain": "none",
     }
     assert metrics["pretrain"] is None  # no pretraining stage (README "Self-pretraining")
