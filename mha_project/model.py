@@ -75,7 +75,7 @@ def model_summary(model: keras.Model) -> str:
         block = blocks[0]
         value_dim = block.value_dim or block.key_dim
         head = (
-            f"{len(blocks)} encoder block(s), each MultiHeadAttention(num_heads={block.num_heads}, "
+            f"{len(blocks)} encoder block(s), each {type(block.attention).__name__}(num_heads={block.num_heads}, "
             f"key_dim={block.key_dim}, value_dim={value_dim}) on embed_dim {block.ff_outer.units}, "
             f"feed-forward {block.ff_dim}\n"
         )

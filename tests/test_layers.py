@@ -11,7 +11,7 @@ from mha_project.layers import (
     TokenAndPositionEmbedding,
     rotate_positions,
 )
-from mha_project.model import build_classifier, encoder_blocks
+from mha_project.model import build_classifier, encoder_blocks, model_summary
 
 
 def model_cfg(**kw):
@@ -236,6 +236,7 @@ def test_rotary_classifier_has_no_position_table_and_round_trips(tmp_path):
     model = build_classifier(model_cfg(position_encoding="rotary", pooling="cls"), vocab_size=20, num_classes=2)
     assert not any("position_embedding" in w.path for w in model.weights)
     assert all(isinstance(block.attention, RotaryMultiHeadAttention) for block in encoder_blocks(model))
+    assert "each RotaryMultiHeadAttention(num_heads=4, key_dim=8" in model_summary(model)
     short = model.predict(np.array([[5, 6, 7]]), verbose=0)
     np.testing.assert_allclose(model.predict(np.array([[5, 6, 7, 0, 0]]), verbose=0), short, atol=1e-5)
     # Word order matters to it (a bag of words would give the same output).
