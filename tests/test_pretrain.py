@@ -429,7 +429,10 @@ def test_pretrain_from_reuses_the_encoder_and_checks_it(pretrained_run, tmp_path
     assert "has another vocabulary: 400 tokens from data=fine_foods there, 300 from data=fine_foods here" in str(
         err.value
     )
-    for name in ("heads", "vocab"):  # refused before anything was trained there
+    with pytest.raises(ConfigError) as err:
+        train(compose_cfg(*base, f"pretrain.from={source}", "model.position_encoding=rotary"), tmp_path / "rotary")
+    assert "model.position_encoding=learned there, rotary here" in str(err.value)
+    for name in ("heads", "vocab", "rotary"):  # refused before anything was trained there
         assert not (tmp_path / name / "history.csv").exists()
 
     fill = run_script("fill_mask.py", str(tmp_path / "reuse"), "a [MASK] film")
