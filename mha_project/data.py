@@ -9,6 +9,7 @@ reshuffles every epoch and pads each batch only to its length bucket.
 
 from __future__ import annotations
 
+import numbers
 import os
 import socket
 from collections.abc import Sequence
@@ -111,8 +112,9 @@ class TfdsTexts(Sequence):
 
     def __getitem__(self, index):
         # Sequential reads only: fine for the few texts inspection asks for, not for random access.
+        single = isinstance(index, numbers.Integral)
         wanted = range(len(self))[index]
-        positions = [wanted] if isinstance(index, int) else list(wanted)
+        positions = [wanted] if single else list(wanted)
         if not positions:
             return []
         found = {}
@@ -122,7 +124,7 @@ class TfdsTexts(Sequence):
             if i >= max(positions):
                 break
         out = [found[i] for i in positions]
-        return out[0] if isinstance(index, int) else out
+        return out[0] if single else out
 
     def subset(self, indices) -> TfdsTexts:
         return TfdsTexts(self.name, self.split, self.data_dir, self.size, self.indices[np.asarray(indices, dtype=int)])

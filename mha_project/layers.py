@@ -14,9 +14,6 @@ from mha_project.config import INPUT_SCALES  # how the embedding scales the firs
 PACKAGE = "mha_project"
 
 
-POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding
-
-
 def rotate_positions(x, max_wavelength: float = 10000.0):
     """Rotary position encoding (RoFormer, Su et al. 2021) of ``(batch, seq, heads, dim)`` queries or keys.
 

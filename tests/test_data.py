@@ -100,7 +100,7 @@ def test_tfds_texts_stay_in_tfds_and_batch_exactly_as_texts_in_memory(monkeypatc
         ]
         texts = list(d.train_texts)
         assert [records[i] for i in d.train_texts.indices] == list(zip(texts, d.train_labels.tolist()))
-        assert d.train_texts[3] == texts[3] and d.train_texts[2:5] == texts[2:5]
+        assert d.train_texts[3] == texts[3] == d.train_texts[np.int64(3)] and d.train_texts[2:5] == texts[2:5]
         # The pipeline reading TFDS gives the same batches as the same texts held in memory.
         vec = make_vectorizer(texts, vocab_size=50)
         streamed = make_pipeline(d.train_texts, d.train_labels, vec, 16, 4, shuffle=False, seed=0)
