@@ -117,11 +117,12 @@ class TfdsTexts(Sequence):
         positions = [wanted] if single else list(wanted)
         if not positions:
             return []
+        wanted_set, last = set(positions), max(positions)
         found = {}
         for i, text in enumerate(self):
-            if i in positions:
+            if i in wanted_set:
                 found[i] = text
-            if i >= max(positions):
+            if i >= last:
                 break
         out = [found[i] for i in positions]
         return out[0] if single else out

@@ -158,13 +158,14 @@ class PretrainingEncoder(keras.Model):
 
     def _make_encoder(self, **config):
         self.config_values = dict(config)
+        rotary = config.get("position_encoding", "learned") == "rotary"  # models saved before the option: learned
         self.embedding = TokenAndPositionEmbedding(
             config["vocab_size"],
             config["max_len"],
             config["embed_dim"],
             cls_token=config["cls_token"],
             input_scale=config["embedding_norm"],
-            learned_positions=config.get("position_encoding", "learned") == "learned",
+            learned_positions=not rotary,
             name="embedding",
         )
         self.embedding_dropout = layers.Dropout(config["dropout"], name="embedding_dropout")
@@ -179,7 +180,7 @@ class PretrainingEncoder(keras.Model):
                 activation=config["activation"],
                 use_bias=config["use_bias"],
                 norm_first=config["norm_first"],
-                rotary_positions=config.get("position_encoding", "learned") == "rotary",
+                rotary_positions=rotary,
                 name=f"encoder_{i}",
             )
             for i in range(config["num_layers"])
