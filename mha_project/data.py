@@ -50,6 +50,14 @@ class TextFiles(Sequence):
     def subset(self, indices) -> TextFiles:
         return TextFiles([self.paths[i] for i in indices])
 
+    def dataset(self):
+        import tensorflow as tf
+
+        # Python's decode(errors="replace") for the texts read in Python; the same here.
+        return tf.data.Dataset.from_tensor_slices(self.paths).map(
+            lambda path: _transcode(tf.io.read_file(path)), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        )
+
     def __add__(self, other) -> list[str]:  # as lists concatenate (reads the files)
         return list(self) + list(other)
 
@@ -182,15 +190,8 @@ def text_dataset(texts):
     from disk as it goes."""
     import tensorflow as tf
 
-    if isinstance(texts, (TfdsTexts, ChainedTexts)):
+    if isinstance(texts, (TextFiles, TfdsTexts, ChainedTexts)):
         return texts.dataset()
-    if isinstance(texts, TextFiles):
-        # Python's decode(errors="replace") for the texts read in Python; the same here.
-        return tf.data.Dataset.from_tensor_slices(texts.paths).map(
-            lambda path: tf.strings.unicode_transcode(tf.io.read_file(path), "UTF-8", "UTF-8", errors="replace"),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        )
     return tf.data.Dataset.from_tensor_slices(list(texts))
 
 
