@@ -108,14 +108,14 @@ def has_cls_token(model) -> bool:
     return bool(getattr(model.get_layer("embedding"), "cls_token", False))
 
 
-def scores_for_texts(model, vectorizer, texts, seq_len: int):
-    """Tokenise ``texts`` like training did.
+def scores_for_texts(model, vectorizer, texts, seq_len: int, truncation: str = "head"):
+    """Tokenise ``texts`` like training did (``seq_len`` and ``truncation``, the run's ``data.*``).
 
     Returns (scores per layer, tokens per text, real-position mask): with a ``[CLS]`` model, position 0
     of scores, tokens and mask is ``[CLS]``.
     """
     vocab = vectorizer.get_vocabulary()
-    rows = encode(texts, vectorizer, seq_len)
+    rows = encode(texts, vectorizer, seq_len, truncation)
     ids = pad_batch(rows)
     cls = has_cls_token(model)
     tokens = [(["[CLS]"] if cls else []) + [vocab[i] for i in row] for row in rows]

@@ -55,15 +55,16 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     """
     import keras
 
-    from mha_project.data import load_dataset, make_vectorizer, pipeline_from_cfg
+    from mha_project.data import encode, load_dataset, make_vectorizer, pipeline_from_cfg
     from mha_project.model import build_classifier
 
     data = load_dataset(cfg.data, cfg.seed)
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
     vocab_size = vectorizer.vocabulary_size()
     seq_len, batch_size, n = cfg.data.seq_len, cfg.trainer.batch_size, len(data.train_texts)
-    train_texts = np.asarray(list(data.train_texts), dtype=object)  # (a) holds every text, as keras.io does
-    lengths = np.array([min(len(r), seq_len) for r in vectorizer(train_texts).numpy()])
+    # (a) holds every text's ids, as keras.io does: the tokens (b) reads (data.truncation)
+    rows = encode(data.train_texts, vectorizer, seq_len, cfg.data.truncation)
+    lengths = np.array([len(r) for r in rows])
     if cfg.data.bucketing:
         padded = padded_lengths(lengths, seq_len, cfg.data.get("bucket_width"))
     else:
@@ -72,12 +73,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     # (a) keras.io style: padded NumPy arrays, float32, no XLA, one step per execution
     keras.mixed_precision.set_global_policy("float32")
     keras.utils.set_random_seed(cfg.seed)
-    pad = keras.layers.TextVectorization(
-        output_mode="int",
-        output_sequence_length=seq_len,
-        vocabulary=vectorizer.get_vocabulary(include_special_tokens=False),
-    )
-    x = np.asarray(pad(train_texts))
+    x = keras.utils.pad_sequences([list(r) for r in rows], maxlen=seq_len, padding="post").astype("int32")
     model_a = build_classifier(cfg.model, vocab_size, data.num_classes)
     _compile(model_a, cfg, project=False)
     fit_a = dict(x=x, y=np.asarray(data.train_labels), batch_size=batch_size, shuffle=True)
@@ -146,6 +142,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
         "config": {
             "dataset": data.name,
             "seq_len": seq_len,
+            "truncation": cfg.data.truncation,
             "batch_size": batch_size,
             "model": OmegaConf.to_container(cfg.model, resolve=True),
             "trainer": {
@@ -274,7 +271,7 @@ def run_time_to_accuracy(cfg, target: float, round_fraction: float = 0.25, max_r
 
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
     seq_len = int(cfg.data.seq_len)
-    rows_b = encode(data.train_texts, vectorizer, seq_len)
+    rows_b = encode(data.train_texts, vectorizer, seq_len, cfg.data.truncation)
     val_b = pipeline_from_cfg(cfg, data.val_texts, data.val_labels, vectorizer, shuffle=False)
     test_b = pipeline_from_cfg(cfg, data.test_texts, data.test_labels, vectorizer, shuffle=False)
     bucket_options = dict(bucketing=bool(cfg.data.bucketing), bucket_width=cfg.data.get("bucket_width"))
@@ -364,6 +361,7 @@ def run_time_to_accuracy(cfg, target: float, round_fraction: float = 0.25, max_r
             "recipe": dict(RECIPE, epochs=RECIPE_EPOCHS, optimizer="adam 1e-3", mask=False),
             "project": {
                 "seq_len": seq_len,
+                "truncation": cfg.data.truncation,
                 "batch_size": int(cfg.trainer.batch_size),
                 "epochs": int(cfg.trainer.epochs),
                 "lr": float(cfg.trainer.lr),

@@ -33,6 +33,7 @@ def write_attention_summaries(
     seq_len: int,
     step: int,
     *,
+    truncation: str = "head",
     labels=None,
     class_names=None,
     max_tokens: int = 24,
@@ -45,8 +46,8 @@ def write_attention_summaries(
     """
     import tensorflow as tf
 
-    scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len)
-    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len)), verbose=0) if classify else None
+    scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
+    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0) if classify else None
     with writer.as_default(step=step):
         for l, layer_scores in enumerate(scores):
             images = []
@@ -104,6 +105,7 @@ class AttentionLogger(keras.callbacks.Callback):
         class_names=None,
         max_tokens: int = 24,
         classify: bool = True,
+        truncation: str = "head",
     ):
         super().__init__()
         import tensorflow as tf
@@ -112,12 +114,13 @@ class AttentionLogger(keras.callbacks.Callback):
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
         self.vectorizer = vectorizer
         # A probe with no tokens (empty, or punctuation only) has no attention to draw: leave it out.
-        keep = [i for i, row in enumerate(encode(list(texts), vectorizer, seq_len)) if len(row) > 0]
+        keep = [i for i, row in enumerate(encode(list(texts), vectorizer, seq_len, truncation)) if len(row) > 0]
         self.texts = [list(texts)[i] for i in keep]
         labels = None if labels is None else [labels[i] for i in keep]
         self.labels = labels
         self.class_names = class_names
         self.seq_len = seq_len
+        self.truncation = truncation
         self.every_n_epochs = every_n_epochs
         self.max_tokens = max_tokens
 
@@ -130,6 +133,7 @@ class AttentionLogger(keras.callbacks.Callback):
                 self.texts,
                 self.seq_len,
                 epoch + 1,
+                truncation=self.truncation,
                 labels=self.labels,
                 class_names=self.class_names,
                 max_tokens=self.max_tokens,
@@ -154,7 +158,7 @@ class FillMaskLogger(keras.callbacks.Callback):
     """Every epoch, the masked LM's top-5 words for each ``[MASK]`` of a few probe sentences, as
     TensorBoard text (``fill_mask/{k}``): watch the model learn the language."""
 
-    def __init__(self, log_dir, vectorizer, texts, seq_len: int, top_k: int = 5):
+    def __init__(self, log_dir, vectorizer, texts, seq_len: int, top_k: int = 5, truncation: str = "head"):
         super().__init__()
         import tensorflow as tf
 
@@ -162,6 +166,7 @@ class FillMaskLogger(keras.callbacks.Callback):
         self.vectorizer = vectorizer
         self.texts = list(texts)
         self.seq_len = seq_len
+        self.truncation = truncation
         self.top_k = top_k
 
     def on_epoch_end(self, epoch, logs=None):
@@ -171,7 +176,7 @@ class FillMaskLogger(keras.callbacks.Callback):
 
         with self.writer.as_default(step=epoch + 1):
             for k, text in enumerate(self.texts):
-                filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k)
+                filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k, self.truncation)
                 lines = [
                     f"[MASK] {i + 1}: " + ", ".join(f"{word} ({p:.2f})" for word, p in words)
                     for i, words in enumerate(filled)

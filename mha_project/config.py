@@ -29,6 +29,7 @@ MULTI_WORKER_UNSUPPORTED = (
 )
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
 POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (mha_project/layers.py)
+TRUNCATIONS = ("head", "tail", "head_tail")  # data.truncation (mha_project/data.py, truncate_token_ids)
 OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective (mha_project/pretrain.py)
 PRETRAIN_KEYS = (
     "objective",
@@ -62,6 +63,7 @@ class DataConfig:
     vocab_size: int = MISSING
     vocab_sample: Optional[int] = MISSING
     seq_len: int = MISSING
+    truncation: str = MISSING
     bucketing: bool = MISSING
     bucket_width: Optional[int] = MISSING
     shuffle_buffer: Optional[int] = MISSING
@@ -180,6 +182,7 @@ _CHECKS = [
         "null or a number in [0, 1)",
     ),
     ("data.bucket_width", "data.bucket_width", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
+    ("data.truncation", "data.truncation", lambda v: v in TRUNCATIONS, "one of " + ", ".join(TRUNCATIONS)),
     ("trainer.epochs", "epochs", _positive_int, "an integer >= 1"),
     ("trainer.batch_size", "batch_size", _positive_int, "an integer >= 1"),
     ("trainer.lr", "lr", lambda v: math.isfinite(v) and v > 0, "a number > 0"),

@@ -117,7 +117,9 @@ def _masked_mean(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
         return np.where(total > 0, (np.where(valid > 0, values, 0.0)).sum(axis=axes) / np.maximum(total, 1), np.nan)
 
 
-def model_head_patterns(model, vectorizer, texts, seq_len: int, batch_size: int = 32) -> list[dict]:
+def model_head_patterns(
+    model, vectorizer, texts, seq_len: int, batch_size: int = 32, truncation: str = "head"
+) -> list[dict]:
     """Run ``model`` on ``texts`` and return one dict per (layer, head), the statistics pooled over texts.
 
     Texts are batched by length (sorted), so little padding is computed; the statistics are means over
@@ -126,7 +128,7 @@ def model_head_patterns(model, vectorizer, texts, seq_len: int, batch_size: int 
     from mha_project.attention import attention_scores, has_cls_token
     from mha_project.data import encode, pad_batch
 
-    rows = [r for r in encode(texts, vectorizer, seq_len) if len(r) > 0]
+    rows = [r for r in encode(texts, vectorizer, seq_len, truncation) if len(r) > 0]
     rows.sort(key=len)
     cls = has_cls_token(model)
     vocab = vectorizer.get_vocabulary()
@@ -307,7 +309,7 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
         from mha_project.pretrain import STAGE_DIR, load_masked_lm
 
         model, base = load_masked_lm(run.path), run.path / STAGE_DIR
-    heads = model_head_patterns(model, run.vectorizer, texts, run.seq_len)
+    heads = model_head_patterns(model, run.vectorizer, texts, run.seq_len, truncation=run.truncation)
     result = {
         "run_dir": str(run.path),
         "texts": len(texts),

@@ -73,17 +73,19 @@ def head_view_html(texts: list[dict], title: str = "attention head view") -> str
     )
 
 
-def write_head_view(path, model, vectorizer, texts, seq_len: int, class_names=None, title: str = "") -> Path:
+def write_head_view(
+    path, model, vectorizer, texts, seq_len: int, class_names=None, title: str = "", truncation: str = "head"
+) -> Path:
     """Compute the attention of ``model`` on ``texts`` and write the page to ``path`` (atomically)."""
     from mha_project.attention import scores_for_texts
     from mha_project.data import encode, pad_batch
     from mha_project.io import write_text_atomic
 
-    texts = [t for t, row in zip(texts, encode(list(texts), vectorizer, seq_len)) if len(row) > 0]
+    texts = [t for t, row in zip(texts, encode(list(texts), vectorizer, seq_len, truncation)) if len(row) > 0]
     if not texts:
         return None
-    scores, tokens, _real = scores_for_texts(model, vectorizer, texts, seq_len)
-    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len)), verbose=0)
+    scores, tokens, _real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
+    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0)
     items = []
     for k, text in enumerate(texts):
         predicted = int(np.argmax(probs[k]))

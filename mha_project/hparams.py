@@ -27,6 +27,7 @@ HPARAM_PATHS = {
     "embed_dim": "model.embed_dim",
     "ff_dim": "model.ff_dim",
     "seq_len": "data.seq_len",
+    "truncation": "data.truncation",
     "batch_size": "trainer.batch_size",
     "lr": "trainer.lr",
     "epochs": "trainer.epochs",

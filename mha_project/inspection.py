@@ -30,13 +30,17 @@ def inspect_text(
     full_length = len(run.vectorizer(np.asarray([text], dtype=object))[0])
     notice = None
     if full_length > run.seq_len:
-        notice = f"notice: the text has {full_length} tokens; only the first {run.seq_len} (seq_len) are used"
-    if len(encode([text], run.vectorizer, run.seq_len)[0]) == 0:
+        kept = {"head": "first", "tail": "last", "head_tail": "first quarter and last three quarters of the"}
+        notice = (
+            f"notice: the text has {full_length} tokens; only the {kept[run.truncation]} {run.seq_len} are used "
+            f"(data.seq_len, data.truncation={run.truncation})"
+        )
+    if len(encode([text], run.vectorizer, run.seq_len, run.truncation)[0]) == 0:
         raise UserError(f"text {text!r} has no tokens after standardisation (only punctuation or spaces)")
 
-    scores, tokens, real = scores_for_texts(run.model, run.vectorizer, [text], run.seq_len)
+    scores, tokens, real = scores_for_texts(run.model, run.vectorizer, [text], run.seq_len, run.truncation)
     tokens = tokens[0]
-    probs = run.model.predict(pad_batch(encode([text], run.vectorizer, run.seq_len)), verbose=0)[0]
+    probs = run.model.predict(pad_batch(encode([text], run.vectorizer, run.seq_len, run.truncation)), verbose=0)[0]
     predicted = int(np.argmax(probs))
 
     top = []  # per layer and head: the tokens that receive the most attention, with their positions
@@ -73,7 +77,16 @@ def inspect_text(
         from mha_project.head_view import write_head_view
 
         try:
-            write_head_view(html, run.model, run.vectorizer, [text], run.seq_len, run.class_names, title=text[:80])
+            write_head_view(
+                html,
+                run.model,
+                run.vectorizer,
+                [text],
+                run.seq_len,
+                run.class_names,
+                title=text[:80],
+                truncation=run.truncation,
+            )
         except OSError as err:
             raise UserError(f"cannot write {html} ({err.strerror or err}); pass --html with a writable path") from None
 
@@ -87,6 +100,7 @@ def inspect_text(
         [text],
         run.seq_len,
         step=0,
+        truncation=run.truncation,
         class_names=run.class_names,
         max_tokens=max_tokens,
         prefix="inspect/",

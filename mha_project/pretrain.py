@@ -543,6 +543,7 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
         bucketing=bool(cfg.data.bucketing),
         bucket_width=cfg.data.get("bucket_width"),
         shuffle_buffer=cfg.data.get("shuffle_buffer"),
+        truncation=cfg.data.get("truncation", "head"),
     )
     dataset = masked_lm_dataset(batches, rate=float(pcfg.mask_rate), mask_id=mask_id, seed=int(cfg.seed))
     steps_per_epoch = int(dataset.cardinality())
@@ -591,11 +592,18 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
                     attention.every_n_epochs,
                     max_tokens=attention.max_tokens,
                     classify=False,
+                    truncation=cfg.data.truncation,
                 )
             )
         if pcfg.probe_texts:
             callbacks.append(
-                FillMaskLogger(tb_dir / "fill_mask", vectorizer, list(pcfg.probe_texts), int(cfg.data.seq_len))
+                FillMaskLogger(
+                    tb_dir / "fill_mask",
+                    vectorizer,
+                    list(pcfg.probe_texts),
+                    int(cfg.data.seq_len),
+                    truncation=cfg.data.truncation,
+                )
             )
     callbacks.append(ResumableBackup(stage_dir / "backup", history_csv))
 
@@ -717,8 +725,13 @@ def _show(value) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def encode_masked_text(text: str, vectorizer, seq_len: int) -> np.ndarray:
-    """Token ids of ``text`` with each ``[MASK]`` (any letter case) as the mask id; truncated to seq_len."""
+def encode_masked_text(text: str, vectorizer, seq_len: int, truncation: str = "head") -> np.ndarray:
+    """Token ids of ``text`` with each ``[MASK]`` (any letter case) as the mask id; truncated to seq_len
+    as training truncates (``data.truncation``)."""
+    import tensorflow as tf
+
+    from mha_project.data import truncate_token_ids
+
     pieces = re.split(r"\[mask\]", text, flags=re.IGNORECASE)
     if len(pieces) == 1:
         raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
@@ -729,14 +742,20 @@ def encode_masked_text(text: str, vectorizer, seq_len: int) -> np.ndarray:
             ids.append(mask_id)
         if piece.strip():
             ids.extend(int(t) for t in vectorizer(np.asarray([piece], dtype=object)).numpy()[0])
-    if mask_id not in ids[:seq_len]:
-        raise UserError(f"every {MASK_TOKEN} in the text lies beyond the first {seq_len} tokens (data.seq_len)")
-    return np.asarray(ids[:seq_len], "int32")
+    kept = truncate_token_ids(tf.ragged.constant([ids], dtype=tf.int64), seq_len, truncation)[0].numpy()
+    if mask_id not in kept:
+        raise UserError(
+            f"every {MASK_TOKEN} in the text lies outside the {seq_len} tokens the model reads "
+            f"(data.seq_len={seq_len}, data.truncation={truncation})"
+        )
+    return kept.astype("int32")
 
 
-def fill_mask(model, vectorizer, text: str, seq_len: int, top_k: int = 5) -> list[list[tuple[str, float]]]:
+def fill_mask(
+    model, vectorizer, text: str, seq_len: int, top_k: int = 5, truncation: str = "head"
+) -> list[list[tuple[str, float]]]:
     """For each ``[MASK]`` in ``text``: the ``top_k`` words with their probabilities."""
-    ids = encode_masked_text(text, vectorizer, seq_len)  # checks that there is a [MASK] id
+    ids = encode_masked_text(text, vectorizer, seq_len, truncation)  # checks that there is a [MASK] id
     vocabulary = vectorizer.get_vocabulary()
     mask_id = vocabulary.index(MASK_TOKEN)
     positions = np.flatnonzero(ids == mask_id).astype("int32")
@@ -776,4 +795,4 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
         raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
     model = load_masked_lm(run_dir)
     vectorizer = make_vectorizer(None, int(cfg.data.vocab_size), vocabulary=read_vocabulary(run_dir / "vocab.txt"))
-    return fill_mask(model, vectorizer, text, int(cfg.data.seq_len), top_k)
+    return fill_mask(model, vectorizer, text, int(cfg.data.seq_len), top_k, cfg.data.get("truncation", "head"))

@@ -29,6 +29,10 @@ class Run:
     def seq_len(self) -> int:
         return int(self.cfg.data.seq_len)
 
+    @property
+    def truncation(self) -> str:
+        return str(self.cfg.data.get("truncation", "head"))  # runs from before data.truncation kept the head
+
 
 def check_run_dir(path) -> Path:
     """Raise a one-line UserError unless ``path`` is a finished run directory."""

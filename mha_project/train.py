@@ -260,6 +260,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
                         probes,
                         seq_len,
                         attention.every_n_epochs,
+                        truncation=cfg.data.truncation,
                         labels=probe_labels,
                         class_names=data.class_names,
                         max_tokens=attention.max_tokens,
@@ -308,7 +309,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         save_model_atomic(model, run_dir / "model.keras")
         record.finish_stage("saved")
     if not record.done("exported"):
-        export_inference_model(model, vectorizer, seq_len, run_dir / "export")
+        export_inference_model(model, vectorizer, seq_len, run_dir / "export", cfg.data.truncation)
         record.finish_stage("exported")
     if attention.html and probes:  # the interactive head view of the probes (mha_project/head_view.py)
         write_head_view(
@@ -318,6 +319,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
             probes,
             seq_len,
             data.class_names,
+            truncation=cfg.data.truncation,
             title=f"{run_dir.name}: {cfg.model.num_layers} layer(s) x {cfg.model.num_heads} heads, {data.name}",
         )
 
@@ -477,18 +479,32 @@ def _best(rows: list[dict], key: str):
     return max(values) if values else None
 
 
-def export_inference_model(model, vectorizer, seq_len: int, path: Path) -> None:
-    """SavedModel taking raw strings (shape (batch,)) and returning class probabilities."""
+def export_inference_model(model, vectorizer, seq_len: int, path: Path, truncation: str = "head") -> None:
+    """SavedModel taking raw strings (shape (batch,)) and returning class probabilities; it tokenises and
+    truncates (``data.truncation``) exactly as training did."""
     import keras
+    import tensorflow as tf
+
+    from mha_project.data import truncate_token_ids
 
     text_to_ids = keras.layers.TextVectorization(
         output_mode="int",
-        output_sequence_length=seq_len,
+        ragged=True,
         vocabulary=vectorizer.get_vocabulary(include_special_tokens=False),
         name="text_to_ids",
     )
-    text = keras.Input(shape=(), dtype="string", name="text")
-    end_to_end = keras.Model(text, model(text_to_ids(text)), name="text_classifier")
+    text_to_ids.build((None,))
+
+    # An endpoint of our own rather than model.export: truncation other than the head's is not a Keras layer.
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve(text):
+        ids = truncate_token_ids(text_to_ids(text), seq_len, truncation)
+        return model(tf.cast(ids, tf.int32).to_tensor(shape=[None, seq_len]), training=False)
+
+    end_to_end = keras.export.ExportArchive()
+    end_to_end.track(model)
+    end_to_end.track(text_to_ids)
+    end_to_end.add_endpoint("serve", serve)
     import shutil
 
     tmp = path.with_name(f".tmp-{path.name}")
@@ -497,7 +513,7 @@ def export_inference_model(model, vectorizer, seq_len: int, path: Path) -> None:
     level = tf_log.level
     tf_log.setLevel(logging.WARNING)  # "Assets written to ..." on every export is not news
     try:
-        end_to_end.export(str(tmp), verbose=False)
+        end_to_end.write_out(str(tmp), verbose=False)
     finally:
         tf_log.setLevel(level)
     shutil.rmtree(path, ignore_errors=True)  # a complete export replaces an older one

@@ -126,7 +126,7 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
 
     long_text = " ".join(["great"] * 50)
     result = run_script("inspect_attention.py", str(tiny_run), long_text, "--out", str(tmp_path / "long.png"))
-    assert result.returncode == 0 and "only the first 32 (seq_len)" in result.stdout
+    assert result.returncode == 0 and "only the first 32 are used (data.seq_len, data.truncation=head)" in result.stdout
 
     result = run_script("inspect_attention.py", str(tiny_run), "  ")
     assert result.returncode == 2 and "text is empty" in result.stderr and "Traceback" not in result.stderr

@@ -95,6 +95,7 @@ def test_wrong_type_is_refused_by_the_schema():
         ("data.limit=0", "data.limit=0"),
         ("trainer.precision=float8", "trainer.precision=float8"),
         ("model.position_encoding=sinusoidal", "model.position_encoding=sinusoidal"),
+        ("data.truncation=middle", "data.truncation=middle"),
     ],
 )
 def test_out_of_range_values_name_key_value_and_allowed(override, key):

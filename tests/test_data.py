@@ -5,7 +5,14 @@ from omegaconf import OmegaConf
 
 from conftest import write_folder_dataset
 from mha_project import data as data_module
-from mha_project.data import bucket_boundaries, load_dataset, make_pipeline, make_vectorizer
+from mha_project.data import (
+    bucket_boundaries,
+    encode,
+    load_dataset,
+    make_pipeline,
+    make_vectorizer,
+    truncate_token_ids,
+)
 from mha_project.errors import ConfigError
 
 
@@ -169,6 +176,39 @@ def test_pipeline_pads_to_buckets_not_seq_len():
     assert {ids.shape[1] for ids, _ in fine} == {16, 32, 64, 96}
     plain = make_pipeline(texts, labels, vec, seq_len=64, batch_size=4, shuffle=False, seed=0, bucketing=False)
     assert {ids.shape[1] for ids, _ in plain} == {64}
+
+
+def _kept(row: list, seq_len: int, truncation: str) -> list:
+    """What data.truncation promises, written as list slicing."""
+    if len(row) <= seq_len:
+        return row
+    head = {"head": seq_len, "tail": 0, "head_tail": seq_len // 4}[truncation]
+    return row[:head] + row[len(row) - (seq_len - head) :]
+
+
+@pytest.mark.parametrize("truncation", ["head", "tail", "head_tail"])
+@pytest.mark.parametrize("seq_len", [1, 4, 7, 16])
+def test_truncation_keeps_the_promised_tokens(truncation, seq_len):
+    import tensorflow as tf
+
+    rows = [list(range(100, 100 + n)) for n in (0, 1, 3, 4, 5, 7, 8, 15, 16, 17, 40)]
+    kept = truncate_token_ids(tf.ragged.constant(rows, dtype=tf.int64), seq_len, truncation).to_list()
+    assert kept == [_kept(r, seq_len, truncation) for r in rows]
+
+
+def test_pipeline_and_encode_truncate_alike():
+    texts = [" ".join(f"w{i}" for i in range(n)) for n in (3, 12, 30)]
+    vec = make_vectorizer(texts, vocab_size=50)
+    for truncation in ("head", "tail", "head_tail"):
+        ds = make_pipeline(texts, [0, 1, 0], vec, seq_len=8, batch_size=3, shuffle=False, seed=0, truncation=truncation)
+        (ids, _labels) = next(iter(ds))
+        batch = sorted(tuple(int(t) for t in row if t) for row in ids.numpy())
+        rows = encode(texts, vec, 8, truncation)
+        assert batch == sorted(tuple(r) for r in rows)
+        full = [list(r) for r in encode(texts, vec, 100)]
+        assert [list(r) for r in rows] == [_kept(r, 8, truncation) for r in full]
+    vocab = vec.get_vocabulary()
+    assert [vocab[i] for i in encode(texts[2:], vec, 4, "tail")[0]] == ["w26", "w27", "w28", "w29"]
 
 
 def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_only_class(tmp_path, capsys):

@@ -22,6 +22,7 @@ def test_hparams_are_what_was_trained_not_the_shortcuts():
     assert recorded["value_dim"] == 16  # null in the config: Keras uses key_dim, so that is what is recorded
     assert None not in recorded.values() and "null" not in recorded.values()
     assert recorded["dataset"] == "fine_foods" and recorded["embedding_norm"] == "layer_norm"
+    assert hparams_of(compose_cfg("data.truncation=tail"))["truncation"] == "tail"
 
 
 def test_sweep_values_become_typed_domains():

@@ -239,8 +239,12 @@ def test_encode_masked_text_and_its_errors():
     assert ids.tolist() == [2, 3, 5, 4, 5]
     with pytest.raises(UserError, match=r"has no \[MASK\]"):
         encode_masked_text("the coffee", vectorizer, seq_len=10)
-    with pytest.raises(UserError, match="beyond the first 2 tokens"):
+    with pytest.raises(UserError, match=r"outside the 2 tokens the model reads \(data.seq_len=2, data.truncation=head"):
         encode_masked_text("the coffee was [MASK]", vectorizer, seq_len=2)
+    # ... which data.truncation=tail keeps: the stage read the texts' ends
+    assert encode_masked_text("the coffee was [MASK]", vectorizer, seq_len=2, truncation="tail").tolist() == [4, 5]
+    with pytest.raises(UserError, match="data.truncation=tail"):
+        encode_masked_text("[MASK] coffee was the", vectorizer, seq_len=2, truncation="tail")
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,7 @@ def test_run_directory_is_complete(tiny_run: Path):
         "embed_dim": 16,
         "ff_dim": 16,
         "seq_len": 32,
+        "truncation": "head",
         "batch_size": 32,
         "lr": 0.005,
         "seed": 42,
