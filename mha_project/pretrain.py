@@ -543,7 +543,7 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
         bucketing=bool(cfg.data.bucketing),
         bucket_width=cfg.data.get("bucket_width"),
         shuffle_buffer=cfg.data.get("shuffle_buffer"),
-        truncation=cfg.data.get("truncation", "head"),
+        truncation=cfg.data.truncation,
     )
     dataset = masked_lm_dataset(batches, rate=float(pcfg.mask_rate), mask_id=mask_id, seed=int(cfg.seed))
     steps_per_epoch = int(dataset.cardinality())
