@@ -418,6 +418,11 @@ def truncate_token_ids(ids, seq_len: int, truncation: str = "head"):
     return tf.RaggedTensor.from_row_lengths(values, kept)
 
 
+def truncation_of(data_cfg) -> str:
+    """A run's ``data.truncation``; runs from before the option kept each text's head."""
+    return str(data_cfg.get("truncation", "head"))
+
+
 def encode(texts, vectorizer, seq_len: int, truncation: str = "head") -> list[np.ndarray]:
     """Token ids per text, truncated to seq_len (for inspection; training uses make_pipeline)."""
     ragged = truncate_token_ids(vectorizer(np.asarray(list(texts), dtype=object)), seq_len, truncation)
@@ -466,7 +471,7 @@ def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool):
         bucketing=bool(cfg.data.bucketing),
         bucket_width=cfg.data.get("bucket_width"),
         shuffle_buffer=cfg.data.get("shuffle_buffer"),
-        truncation=cfg.data.get("truncation", "head"),
+        truncation=truncation_of(cfg.data),
     )
 
 

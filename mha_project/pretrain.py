@@ -777,7 +777,7 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
     """:func:`fill_mask` with a run directory's masked LM, vocabulary and seq_len."""
     from omegaconf import OmegaConf
 
-    from mha_project.data import make_vectorizer, read_vocabulary
+    from mha_project.data import make_vectorizer, read_vocabulary, truncation_of
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -795,4 +795,4 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
         raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
     model = load_masked_lm(run_dir)
     vectorizer = make_vectorizer(None, int(cfg.data.vocab_size), vocabulary=read_vocabulary(run_dir / "vocab.txt"))
-    return fill_mask(model, vectorizer, text, int(cfg.data.seq_len), top_k, cfg.data.get("truncation", "head"))
+    return fill_mask(model, vectorizer, text, int(cfg.data.seq_len), top_k, truncation_of(cfg.data))

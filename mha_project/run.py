@@ -31,7 +31,9 @@ class Run:
 
     @property
     def truncation(self) -> str:
-        return str(self.cfg.data.get("truncation", "head"))  # runs from before data.truncation kept the head
+        from mha_project.data import truncation_of
+
+        return truncation_of(self.cfg.data)
 
 
 def check_run_dir(path) -> Path:

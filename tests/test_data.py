@@ -211,6 +211,11 @@ def test_pipeline_and_encode_truncate_alike():
     assert [vocab[i] for i in encode(texts[2:], vec, 4, "tail")[0]] == ["w26", "w27", "w28", "w29"]
 
 
+def test_runs_from_before_data_truncation_read_as_head():
+    assert data_module.truncation_of(OmegaConf.create({"seq_len": 8})) == "head"
+    assert data_module.truncation_of(OmegaConf.create({"seq_len": 8, "truncation": "tail"})) == "tail"
+
+
 def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_only_class(tmp_path, capsys):
     root = write_folder_dataset(tmp_path / "d", per_class=6)
     for split in ("train", "test"):
