@@ -457,15 +457,16 @@ def bucket_boundaries(seq_len: int, width: int | None = None) -> list[int]:
     return bounds + [seq_len]
 
 
-def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool):
+def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool, batch_size: int | None = None):
     """``make_pipeline`` with a run's own settings (seq_len, batch size, seed, buckets): training,
-    evaluation, head importance and the benchmark all batch a run's texts exactly the same way."""
+    evaluation, pretraining, head importance and the benchmark all batch a run's texts exactly the same
+    way. ``batch_size`` defaults to ``trainer.batch_size`` (the pretraining stage passes its own)."""
     return make_pipeline(
         texts,
         labels,
         vectorizer,
         int(cfg.data.seq_len),
-        int(cfg.trainer.batch_size),
+        int(cfg.trainer.batch_size if batch_size is None else batch_size),
         shuffle=shuffle,
         seed=int(cfg.seed),
         bucketing=bool(cfg.data.bucketing),

@@ -525,25 +525,15 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
         ResumableBackup,
         StageCSVLogger,
     )
-    from mha_project.data import make_pipeline
+    from mha_project.data import pipeline_from_cfg
     from mha_project.history import backed_up_epochs, read_history, trim_history
     from mha_project.train import expected_end_of_data, save_model_atomic, warmup_cosine
 
     pcfg = cfg.pretrain
     stage_dir.mkdir(parents=True, exist_ok=True)
     mask_id = mask_id_of(vectorizer)
-    batches = make_pipeline(
-        texts,
-        np.zeros(len(texts), "int32"),
-        vectorizer,
-        int(cfg.data.seq_len),
-        int(pcfg.batch_size),
-        shuffle=True,
-        seed=int(cfg.seed),
-        bucketing=bool(cfg.data.bucketing),
-        bucket_width=cfg.data.get("bucket_width"),
-        shuffle_buffer=cfg.data.get("shuffle_buffer"),
-        truncation=cfg.data.truncation,
+    batches = pipeline_from_cfg(
+        cfg, texts, np.zeros(len(texts), "int32"), vectorizer, shuffle=True, batch_size=int(pcfg.batch_size)
     )
     dataset = masked_lm_dataset(batches, rate=float(pcfg.mask_rate), mask_id=mask_id, seed=int(cfg.seed))
     steps_per_epoch = int(dataset.cardinality())
