@@ -5,12 +5,15 @@
     python scripts/benchmark.py --epochs 5 trainer.steps_per_execution=4
     python scripts/benchmark.py --variant trainer.precision=mixed_bfloat16 --variant model.attention_dropout=0
     python scripts/benchmark.py --time-to-accuracy 0.867 experiment=imdb_fast data=folder data.path=/tmp/aclImdb
+    python scripts/benchmark.py --time-to-accuracy 0.867 --repeats 5 experiment=imdb_fast_tail data=folder ...
 
     python scripts/benchmark.py --memory 200 data=folder data.path=/tmp/imdb_x16    # peak RSS as data grows
 
 --time-to-accuracy T trains (a) the keras.io "Text classification with Transformer" recipe as published
 (mha_project/benchmark.py) and (b) this project's configuration in alternating rounds of a quarter
 epoch on the same examples, each with its own clock, until both reach validation accuracy T.
+--repeats N runs that race N times (fresh models, same seed) and adds every ratio and their median:
+this CPU's speed flips by 2x within a minute, so one race's ratio depends on where the flips fell.
 
 Each --variant (one override, or several separated by spaces) adds a model (c) trained with this
 project's pipeline and those settings, timed in the same rounds, reported with its ratio to (b).
@@ -63,6 +66,12 @@ def main() -> None:
     )
     parser.add_argument("--round-fraction", type=float, default=0.25, help="epoch fraction per round (default 0.25)")
     parser.add_argument("--max-rounds", type=int, help="stop after this many rounds (default: both sides' epochs)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="with --time-to-accuracy: run the race N times in this process and report every ratio and the median",
+    )
     args = parser.parse_args()
     if args.time_to_accuracy is not None and not 0.0 < args.time_to_accuracy <= 1.0:
         fail(f"--time-to-accuracy={args.time_to_accuracy} is invalid: must be a validation accuracy in (0, 1]")
@@ -70,6 +79,8 @@ def main() -> None:
         fail(f"--round-fraction={args.round_fraction} is invalid: must be in (0, 1]")
     if args.max_rounds is not None and args.max_rounds < 1:
         fail(f"--max-rounds={args.max_rounds} is invalid: must be an integer >= 1")
+    if args.repeats < 1:
+        fail(f"--repeats={args.repeats} is invalid: must be an integer >= 1")
     if args.memory is not None and args.memory < 1:
         fail(f"--memory={args.memory} is invalid: must be a number of training steps >= 1")
     if args.epochs < 1:
@@ -89,7 +100,11 @@ def main() -> None:
             result = run_memory_probe(cfg, steps=args.memory)
         elif args.time_to_accuracy is not None:
             result = run_time_to_accuracy(
-                cfg, args.time_to_accuracy, round_fraction=args.round_fraction, max_rounds=args.max_rounds
+                cfg,
+                args.time_to_accuracy,
+                round_fraction=args.round_fraction,
+                max_rounds=args.max_rounds,
+                repeats=args.repeats,
             )
         else:
             result = run_benchmark(cfg, timed_epochs=args.epochs, variants=variants)

@@ -38,7 +38,9 @@ def test_benchmark_prints_well_formed_json():
 
 def test_time_to_accuracy_benchmark_prints_well_formed_json():
     # Target 0.01: both sides reach it after their first round, so the JSON has every field filled.
-    result = run_script("benchmark.py", "--time-to-accuracy", "0.01", *TINY, "epochs=2", "--round-fraction", "0.5")
+    result = run_script(
+        "benchmark.py", "--time-to-accuracy", "0.01", *TINY, "epochs=2", "--round-fraction", "0.5", "--repeats", "2"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     recipe, project = report["keras_io_recipe"], report["project"]
@@ -51,9 +53,21 @@ def test_time_to_accuracy_benchmark_prints_well_formed_json():
     assert report["ratio"] == pytest.approx(project["seconds_to_target"] / recipe["seconds_to_target"], rel=0.01)
     assert report["config"]["recipe"]["maxlen"] == 200 and report["config"]["recipe"]["mask"] is False
     assert report["config"]["project"]["seq_len"] == 32 and report["train_examples"] == 160
+    # --repeats 2: the top level is the first race; "repeats" holds both, with the median of their ratios
+    repeats = report["repeats"]
+    assert repeats["n"] == 2 and len(repeats["ratio_per_repeat"]) == 2
+    assert repeats["ratio_per_repeat"][0] == report["ratio"]
+    assert repeats["ratio_median"] == pytest.approx(sum(repeats["ratio_per_repeat"]) / 2, abs=1e-3)
+    for name, side in (("keras_io_recipe", recipe), ("project", project)):
+        seconds = repeats["seconds_to_target_per_repeat"][name]
+        assert len(seconds) == 2 and seconds[0] == side["seconds_to_target"] and seconds[1] > 0
+        # the second race starts from fresh models and also stops at the target after its first round
+        assert repeats["epochs_to_target_per_repeat"][name] == [0.5, 0.5]
 
     bad = run_script("benchmark.py", "--time-to-accuracy", "1.5", *TINY)
     assert bad.returncode == 2 and "--time-to-accuracy=1.5 is invalid" in bad.stderr
+    bad = run_script("benchmark.py", "--time-to-accuracy", "0.8", "--repeats", "0", *TINY)
+    assert bad.returncode == 2 and "--repeats=0 is invalid" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_benchmark_bad_variant_is_one_line():
