@@ -204,17 +204,18 @@ class EpochCounter(keras.callbacks.Callback):
     def __init__(self, rounds_per_epoch: int = 1, elapsed_offset: float = 0.0):
         super().__init__()
         self.last_epoch = 0
+        self.diverged_epoch = None  # the first epoch (1-based) that ended with a NaN/inf loss
         self.start = None
         self.rounds_per_epoch = rounds_per_epoch
         self.elapsed_offset = elapsed_offset
 
     def on_train_begin(self, logs=None):
-
         self.start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-
         self.last_epoch = epoch + 1
+        if logs is not None and self.diverged_epoch is None and not np.isfinite(logs.get("loss", 0.0)):
+            self.diverged_epoch = epoch + 1  # TerminateOnNaN ends fit within this epoch
         if logs is not None and self.start is not None:
             logs["elapsed_seconds"] = round(self.elapsed_offset + time.perf_counter() - self.start, 2)
             if self.rounds_per_epoch > 1:  # Keras "epochs" are validation rounds: say how much data was seen
@@ -223,6 +224,9 @@ class EpochCounter(keras.callbacks.Callback):
 
 class BestWeights(keras.callbacks.Callback):
     """Keep the weights of the best epoch by ``monitor``, written atomically (temp file + rename).
+
+    Only an epoch whose loss and every weight are finite can be "best": a diverged model with NaN
+    weights still predicts one class for everything, and so can score the majority share.
 
     Written here instead of using ``ModelCheckpoint(save_best_only=True)`` because that callback
     writes the .h5 file in place: a run killed mid-write leaves a corrupt "best" checkpoint behind.
@@ -233,16 +237,26 @@ class BestWeights(keras.callbacks.Callback):
         self.path = Path(path)
         self.monitor = monitor
         self.best = -np.inf if initial_best is None else initial_best
+        self.best_epoch = None  # 1-based, of this process's fit; None while no epoch has been kept
 
     def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(self.monitor)
+        logs = logs or {}
+        value = logs.get(self.monitor)
         if value is None or not np.isfinite(value) or value <= self.best:
             return
+        if not np.isfinite(logs.get("loss", 0.0)) or not weights_are_finite(self.model):
+            return
         self.best = float(value)
+        self.best_epoch = epoch + 1
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".tmp-{self.path.name}")  # Keras needs the .weights.h5 suffix
         self.model.save_weights(tmp, overwrite=True)
         tmp.replace(self.path)
+
+
+def weights_are_finite(model) -> bool:
+    """Whether every weight of ``model`` is finite (no NaN, no inf)."""
+    return all(bool(np.isfinite(keras.ops.convert_to_numpy(w)).all()) for w in model.weights)
 
 
 class ResumableBackup(keras.callbacks.BackupAndRestore):

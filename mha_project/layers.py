@@ -121,13 +121,17 @@ class TokenAndPositionEmbedding(layers.Layer):
         self.input_scale = input_scale
         self.layer_norm_epsilon = layer_norm_epsilon
         self.learned_positions = learned_positions
-        self.token_embedding = layers.Embedding(vocab_size, embed_dim, name="token_embedding")
+        self.token_embedding = layers.Embedding(vocab_size, embed_dim, name="token_embedding", dtype=self.dtype_policy)
         self.position_embedding = None
         if learned_positions:
-            self.position_embedding = layers.Embedding(max_len + int(cls_token), embed_dim, name="position_embedding")
+            self.position_embedding = layers.Embedding(
+                max_len + int(cls_token), embed_dim, name="position_embedding", dtype=self.dtype_policy
+            )
         self.norm = None
         if input_scale == "layer_norm":
-            self.norm = layers.LayerNormalization(epsilon=layer_norm_epsilon, name="embedding_norm")
+            self.norm = layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, name="embedding_norm", dtype=self.dtype_policy
+            )
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -261,7 +265,9 @@ class EncoderBlock(layers.Layer):
             dtype=self.dtype_policy,
         )
         self.attention.build(input_shape, input_shape)
-        self.attention_output_dropout = layers.Dropout(self.dropout, name="attention_output_dropout")
+        self.attention_output_dropout = layers.Dropout(
+            self.dropout, name="attention_output_dropout", dtype=self.dtype_policy
+        )
         self.attention_norm = layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="attention_norm", dtype=self.dtype_policy
         )
@@ -270,7 +276,7 @@ class EncoderBlock(layers.Layer):
         self.ff_inner.build(input_shape)
         self.ff_outer = layers.Dense(embed_dim, name="ff_outer", dtype=self.dtype_policy)
         self.ff_outer.build(tuple(input_shape[:-1]) + (self.ff_dim,))
-        self.ff_dropout = layers.Dropout(self.dropout, name="ff_dropout")
+        self.ff_dropout = layers.Dropout(self.dropout, name="ff_dropout", dtype=self.dtype_policy)
         self.ff_norm = layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, name="ff_norm", dtype=self.dtype_policy
         )
@@ -320,6 +326,14 @@ class EncoderBlock(layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape
+
+    def compute_output_spec(self, inputs, mask=None, training=None, return_attention_scores=False):
+        # Symbolic calls (the functional API) return what eager calls return: the scores too when asked.
+        output = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        batch, length = inputs.shape[0], inputs.shape[1]
+        return output, keras.KerasTensor((batch, self.num_heads, length, length), dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()
@@ -452,14 +466,18 @@ class MaskedLMHead(layers.Layer):
 
     def build(self, input_shape):
         embed_dim = input_shape[-1]
-        self.transform = layers.Dense(embed_dim, activation=self.activation, name="transform")
+        self.transform = layers.Dense(
+            embed_dim, activation=self.activation, name="transform", dtype=self.dtype_policy
+        )
         self.transform.build(input_shape)
-        self.norm = layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="norm")
+        self.norm = layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="norm", dtype=self.dtype_policy
+        )
         self.norm.build(input_shape)
         if self.tie_embeddings:
             self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="output_bias")
         else:
-            self.output_dense = layers.Dense(self.vocab_size, name="output_dense")
+            self.output_dense = layers.Dense(self.vocab_size, name="output_dense", dtype=self.dtype_policy)
             self.output_dense.build(input_shape)
         self.built = True
 
@@ -474,6 +492,9 @@ class MaskedLMHead(layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.vocab_size,)
+
+    def compute_output_spec(self, hidden, embedding_matrix=None):
+        return keras.KerasTensor(self.compute_output_shape(hidden.shape), dtype="float32")  # as call returns
 
     def get_config(self):
         config = super().get_config()

@@ -9,7 +9,10 @@ stage. :func:`open_run_dir` checks it before anything in the directory is writte
   epoch loop through ``BackupAndRestore``; later stages are not repeated), or, when every stage is
   done, reports "already finished" and rewrites nothing;
 * another fingerprint: refused with one line naming the first keys that differ, unless the command
-  says ``overwrite=true`` (the old run's files are then removed first);
+  says ``overwrite=true`` (the old run's files are then removed first: only the names this project
+  writes, ``RUN_FILES``, and only where a ``run.json`` says the directory is one of its runs);
+* files but no ``run.json`` (a user's own work, or a run of a much older version): refused, also with
+  ``overwrite=true``, since nothing says those files are ours to delete;
 * another live process on the same directory: refused (an ``flock`` on ``.lock``; the kernel drops it
   when a process dies, so a killed run never leaves a stale lock).
 
@@ -39,8 +42,10 @@ IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
 PRETRAIN_KEY = "pretrain"
 # Stages in order; run.json's "stage" is the last one finished.
 STAGES = ("started", "pretrained", "trained", "tested", "saved", "exported", "finished")
-# Files a run writes; a directory holding any of them but no run.json is a run from an older version.
+# Files a run writes: what overwrite=true removes from a directory whose run.json says it is a run.
 RUN_FILES = (
+    "attention.html",
+    "model_summary.txt",
     "metrics.json",
     "model.keras",
     "history.csv",
@@ -119,14 +124,14 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
         ident = identity(cfg)
         fp = fingerprint(ident)
         # With overwrite=true a damaged run.json is simply replaced, as its refusal message says.
+        ours = (path / IDENTITY_FILE).exists()  # only a directory with run.json is ours to replace
+        if not ours and _foreign_files(path):
+            raise RunDirRefused(
+                f"{path} already holds files that no run of mha-project recorded ({', '.join(_foreign_files(path))}); "
+                f"they are left alone, also with overwrite=true: use a new hydra.run.dir, or move them out first"
+            )
+        # With overwrite=true a damaged run.json is simply replaced, as its refusal message says.
         stored = None if overwrite else _read_identity(path)
-        if stored is None and _has_run_files(path):
-            if not overwrite:
-                raise RunDirRefused(
-                    f"{path} holds a run without {IDENTITY_FILE} (written by an older mha-project "
-                    "or by hand), so it cannot be resumed safely; use a new hydra.run.dir, or add "
-                    "overwrite=true to replace it"
-                )
         stale = stored is not None and stored.get("stage") == "started" and not _has_trained_files(path)
         if stale:
             stored = None  # a run that stopped before training anything (e.g. a bad value): nothing to keep
@@ -186,8 +191,14 @@ def _has_trained_files(path: Path) -> bool:
     return any((path / name).exists() for name in TRAINED_FILES)
 
 
-def _has_run_files(path: Path) -> bool:
-    return any((path / name).exists() for name in RUN_FILES)
+# What may stand in a new run directory before train() opens it: the lock, and the log Hydra starts.
+PRESENT_BEFORE_START = (LOCK_FILE, "train.log")
+
+
+def _foreign_files(path: Path, limit: int = 3) -> list[str]:
+    """The first ``limit`` entries of ``path`` other than the lock and Hydra's log (a new dir has none)."""
+    names = sorted(p.name for p in path.iterdir() if p.name not in PRESENT_BEFORE_START)
+    return names[:limit] + ([f"... {len(names) - limit} more"] if len(names) > limit else [])
 
 
 def _clear(path: Path) -> None:

@@ -96,7 +96,6 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
 
     from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup
     from mha_project.data import (
-        bucket_boundaries,
         load_dataset,
         make_vectorizer,
         pipeline_from_cfg,
@@ -166,11 +165,12 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     test_ds = pipeline(data.test_texts, data.test_labels, False)
 
     rounds = cfg.trainer.validations_per_epoch  # validation rounds per pass over the training data
-    steps_per_pass = math.ceil(len(data.train_texts) / batch_size)
-    if rounds > steps_per_pass:
+    # Exact (the pipeline counts its bucketed batches), so the schedule ends where training does.
+    batches_per_pass = int(train_ds.cardinality())
+    if rounds > batches_per_pass:
         raise ConfigError(
             f"trainer.validations_per_epoch={rounds} is invalid: one pass over {len(data.train_texts)} training "
-            f"texts is {steps_per_pass} batches of {batch_size}, so at most {steps_per_pass} validations fit"
+            f"texts is {batches_per_pass} batches of up to {batch_size}, so at most {batches_per_pass} validations fit"
         )
     save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
     if _records_hparams(cfg):
@@ -178,13 +178,10 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     if rounds > 1:
         # Keras validates once per "epoch": make each Keras epoch 1/rounds of a pass over a repeated dataset.
         train_ds = train_ds.repeat()
-        steps_per_epoch = math.ceil(math.ceil(len(data.train_texts) / batch_size) / rounds)
+        steps_per_epoch = math.ceil(batches_per_pass / rounds)
         fit_schedule = dict(epochs=cfg.trainer.epochs * rounds, steps_per_epoch=steps_per_epoch)
     else:
-        # + one partial batch per length bucket
-        steps_per_epoch = math.ceil(len(data.train_texts) / batch_size) + len(
-            bucket_boundaries(seq_len, cfg.data.get("bucket_width"))
-        )
+        steps_per_epoch = batches_per_pass
         fit_schedule = dict(epochs=cfg.trainer.epochs)
     total_steps = steps_per_epoch * fit_schedule["epochs"]
 
@@ -283,10 +280,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
 
         losses = history.history.get("loss", [])
         if not losses or not all(np.isfinite(losses)):
-            raise UserError(
-                f"training diverged: loss became NaN/inf in epoch {counter.last_epoch + 1} with "
-                f"lr={cfg.trainer.lr}; last good weights kept in {best_weights}; try a smaller lr"
-            )
+            raise UserError(diverged_message(cfg, counter, best_weights, rounds))
         rows = read_history(history_csv)
         epochs_run = (max(int(r["epoch"]) for r in rows) + 1 if rows else counter.last_epoch) / rounds
         epochs_run = int(epochs_run) if float(epochs_run).is_integer() else round(epochs_run, 3)
@@ -352,6 +346,20 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         f"{metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f}s)"
     )
     return metrics
+
+
+def diverged_message(cfg: DictConfig, counter, best_weights: Path, rounds: int) -> str:
+    """The one line a diverged run ends with: the epoch, and what (if anything) is kept."""
+    keras_epoch = counter.diverged_epoch or counter.last_epoch + 1
+    epoch = math.ceil(keras_epoch / rounds)
+    if best_weights.exists():
+        kept = f"the best epoch with finite weights is kept in {best_weights}"
+    else:
+        kept = "no epoch ended with finite weights, so no checkpoint is kept"
+    return (
+        f"training diverged: loss became NaN/inf in epoch {epoch} of {cfg.trainer.epochs} with "
+        f"lr={cfg.trainer.lr}; {kept} and no test result is recorded; try a smaller lr"
+    )
 
 
 def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int):

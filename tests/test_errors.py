@@ -134,6 +134,17 @@ def test_nan_loss_stops_with_a_clear_message(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_diverged_run_keeps_no_nan_checkpoint_and_names_its_one_epoch(tmp_path):
+    # Issue case: NaN weights still score the majority share, so val_accuracy alone called them "best".
+    run = tmp_path / "run"
+    result = train_tiny(run, "data.limit=200", "lr=1e10", "logger.attention.every_n_epochs=0")
+    assert_clean_failure(result, "training diverged: loss became NaN/inf in epoch 1 of 1")
+    assert "no epoch ended with finite weights, so no checkpoint is kept and no test result" in result.stderr
+    assert not (run / "checkpoints" / "best.weights.h5").exists()
+    assert "test_accuracy" not in json.loads((run / "run.json").read_text())["results"]
+
+
+@pytest.mark.slow
 def test_a_run_dir_is_not_overwritten_by_a_bad_rerun(tiny_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
 from omegaconf import OmegaConf
 
 from mha_project.attention import attention_scores
@@ -245,3 +246,101 @@ def test_rotary_classifier_has_no_position_table_and_round_trips(tmp_path):
     reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     assert all(isinstance(block.attention, RotaryMultiHeadAttention) for block in encoder_blocks(reloaded))
     np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0), atol=1e-6)
+
+
+# ---- Keras's own layer checks (what keras-hub runs on every layer) ---------------------------------
+
+
+class KerasLayerChecks(TestCase):
+    """``run_layer_test``: serialization round trip, weight counts, symbolic and eager calls, a training
+    step, and a mixed_float16 check (the sub-layers must follow the layer's own dtype policy)."""
+
+    def test_token_and_position_embedding(self):
+        self.run_layer_test(
+            TokenAndPositionEmbedding,
+            init_kwargs=dict(vocab_size=20, max_len=8, embed_dim=4, input_scale="layer_norm", cls_token=True),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 5, 4),  # one position longer: the [CLS] vector
+            expected_num_trainable_weights=5,  # tokens, positions, [CLS], LayerNorm gamma and beta
+            supports_masking=True,
+            expected_mask_shape=(2, 5),
+        )
+
+    def test_encoder_block(self):
+        self.run_layer_test(
+            EncoderBlock,
+            init_kwargs=dict(num_heads=2, key_dim=4, ff_dim=8, dropout=0.1),
+            input_shape=(2, 5, 6),
+            expected_output_shape=(2, 5, 6),
+            expected_num_trainable_weights=16,  # Q, K, V, O kernels + biases; 2 Dense; 2 LayerNorms
+            expected_num_seed_generators=3,  # attention, residual and feed-forward dropout
+        )
+
+    def test_encoder_block_with_rotary_positions_and_pre_norm(self):
+        self.run_layer_test(
+            EncoderBlock,
+            init_kwargs=dict(num_heads=2, key_dim=4, ff_dim=8, rotary_positions=True, norm_first=True),
+            input_shape=(2, 5, 6),
+            expected_output_shape=(2, 5, 6),
+            expected_num_trainable_weights=16,
+        )
+
+    def test_rotary_multi_head_attention(self):
+        self.run_layer_test(
+            RotaryMultiHeadAttention,
+            init_kwargs=dict(num_heads=2, key_dim=4),
+            input_shape={"query_shape": (2, 5, 6), "value_shape": (2, 5, 6)},
+            expected_output_shape=(2, 5, 6),
+            expected_num_trainable_weights=8,
+            # As in Keras's own MultiHeadAttention test: the harness's training model cannot pass query and
+            # value by name; EncoderBlock's tests train it (rotary_positions=True).
+            run_training_check=False,
+        )
+
+    def test_pooling_layers(self):
+        from mha_project.layers import FirstTokenPooling, MaskedMaxPooling
+
+        for pooling in (MaskedMeanPooling, MaskedMaxPooling, FirstTokenPooling):
+            self.run_layer_test(
+                pooling, init_kwargs={}, input_shape=(2, 5, 3), expected_output_shape=(2, 3), supports_masking=True
+            )
+
+    def test_masked_lm_head(self):
+        from mha_project.layers import MaskedLMHead
+
+        # Tied to the token embedding, the head is called with it: the untied form is what stands alone.
+        self.run_layer_test(
+            MaskedLMHead,
+            init_kwargs=dict(vocab_size=11, tie_embeddings=False),
+            input_shape=(2, 3, 4),
+            expected_output_shape=(2, 3, 11),
+            expected_output_dtype="float32",  # logits stay float32 under mixed precision
+            expected_num_trainable_weights=6,
+        )
+
+
+def test_encoder_block_returns_scores_in_the_functional_api():
+    # Issue case: a symbolic call returned one tensor where an eager call returns two.
+    inputs = keras.Input((7, 12))
+    out, scores = EncoderBlock(num_heads=3, key_dim=4, ff_dim=8)(inputs, return_attention_scores=True)
+    assert tuple(out.shape) == (None, 7, 12) and tuple(scores.shape) == (None, 3, 7, 7)
+    model = keras.Model(inputs, [out, scores])
+    eager_out, eager_scores = model(np.ones((2, 7, 12), "float32"))
+    assert tuple(eager_scores.shape) == (2, 3, 7, 7)
+
+
+def test_a_bfloat16_classifier_loads_and_predicts_in_a_float32_process(tmp_path):
+    # Issue case: sub-layers took the loading process's global policy instead of the layer's own.
+    from mha_project.run import load_model_safely
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build_classifier(model_cfg(embedding_norm="layer_norm"), vocab_size=30, num_classes=2)
+        expected = keras.ops.convert_to_numpy(model(IDS))
+        model.save(tmp_path / "m.keras")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    loaded = load_model_safely(tmp_path / "m.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(IDS)), expected, atol=1e-6)
+    block = encoder_blocks(loaded)[0]
+    assert block.ff_dropout.dtype_policy.name == block.attention.dtype_policy.name == "mixed_bfloat16"

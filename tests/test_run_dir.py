@@ -85,11 +85,40 @@ def test_second_open_while_locked_is_refused(tmp_path):
     open_run_dir(tmp_path, cfg()).close()  # released: no stale lock
 
 
-def test_directory_from_an_older_version_is_refused(tmp_path):
+def test_directory_without_run_json_is_refused_even_with_overwrite(tmp_path):
     (tmp_path / "metrics.json").write_text("{}")
-    with pytest.raises(UserError, match="without run.json"):
-        open_run_dir(tmp_path, cfg())
-    assert not (tmp_path / "run.json").exists()
+    for overwrite in (False, True):
+        with pytest.raises(UserError, match="no run of mha-project recorded \\(metrics.json\\)") as err:
+            open_run_dir(tmp_path, cfg(), overwrite=overwrite)
+        assert "overwrite=true:" in str(err.value) and "add overwrite=true" not in str(err.value)
+    assert not (tmp_path / "run.json").exists() and (tmp_path / "metrics.json").read_text() == "{}"
+
+
+def test_overwrite_removes_only_the_files_a_run_writes(tmp_path):
+    record = open_run_dir(tmp_path, cfg())
+    record.finish_stage("finished")
+    record.close()
+    (tmp_path / "metrics.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("mine")  # a user's file beside a run
+    open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}), overwrite=True).close()
+    assert not (tmp_path / "metrics.json").exists() and (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_cli_overwrite_never_deletes_a_users_files(tmp_path):
+    # Issue case: a directory of the user's own work that happens to use names a run writes.
+    run_dir = tmp_path / "mine"
+    own = {"metrics.json": "{}", "checkpoints/my_model.ckpt": "w", "tensorboard/events.mine": "e"}
+    for name, text in own.items():
+        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_text(text)
+    for extra in ([], ["overwrite=true"]):
+        result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", *extra)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+        assert "no run of mha-project recorded (checkpoints, metrics.json, tensorboard)" in result.stderr
+        assert "add overwrite=true" not in result.stderr
+    assert {name: (run_dir / name).read_text() for name in own} == own
+    assert not (run_dir / "run.json").exists()
 
 
 def test_garbage_run_json_is_a_one_line_error(tmp_path):

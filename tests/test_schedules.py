@@ -58,3 +58,33 @@ def test_the_train_step_is_traced_once_across_fits_and_shapes():
     assert len(traces) == 1
     assert model.optimizer.iterations.numpy() >= 12  # it did train: 24 texts in batches of 4, twice
     assert 0.0 <= history.history["accuracy"][0] <= 1.0 and np.isfinite(history.history["loss"][0])
+
+
+def epoch_learning_rates(run_dir) -> list[float]:
+    """The learning rate Keras's TensorBoard callback recorded at the end of each epoch."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard" / "train"), size_guidance={"tensors": 0})
+    events.Reload()
+    return [float(tf_tensor_value(e)) for e in events.Tensors("epoch_learning_rate")]
+
+
+def tf_tensor_value(event):
+    import tensorflow as tf
+
+    return tf.make_ndarray(event.tensor_proto)
+
+
+@pytest.mark.slow
+def test_schedule_ends_at_zero_when_training_ends_at_long_seq_len(tmp_path):
+    # Issue case: sized from ceil(n / batch) + one partial batch per length bucket, the schedule at long
+    # seq_len assumed steps that never came and training ended near the peak rate.
+    from conftest import TINY, compose_cfg
+    from mha_project.train import train
+
+    cfg = compose_cfg(*TINY, "seq_len=4096", "epochs=3", "trainer.early_stopping_patience=10")
+    cfg.logger.attention.every_n_epochs = 0
+    train(cfg, tmp_path / "run")
+    rates = epoch_learning_rates(tmp_path / "run")
+    assert len(rates) == 3
+    assert rates[-1] < 1e-6 * cfg.trainer.lr, rates  # the cosine reached 0 at the last step
