@@ -466,13 +466,9 @@ class MaskedLMHead(layers.Layer):
 
     def build(self, input_shape):
         embed_dim = input_shape[-1]
-        self.transform = layers.Dense(
-            embed_dim, activation=self.activation, name="transform", dtype=self.dtype_policy
-        )
+        self.transform = layers.Dense(embed_dim, activation=self.activation, name="transform", dtype=self.dtype_policy)
         self.transform.build(input_shape)
-        self.norm = layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name="norm", dtype=self.dtype_policy
-        )
+        self.norm = layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
         self.norm.build(input_shape)
         if self.tie_embeddings:
             self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="output_bias")
