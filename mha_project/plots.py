@@ -9,6 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 plt.switch_backend("Agg")  # files only, never a window
+# Texts are drawn as written: "$5 ... $3" in a review is money, not matplotlib mathtext (which would fail).
+plt.rcParams["text.parse_math"] = False
 
 
 def attention_grid(

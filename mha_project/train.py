@@ -16,6 +16,7 @@ A run directory (Hydra's output dir) ends up holding:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -75,15 +76,61 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
             log.info(f"resuming {run_dir} after stage '{record.stage}'")
         try:
             return _train(cfg, run_dir, record)
-        except Exception:
+        except Exception as err:
             if _records_hparams(cfg) and (run_dir / ".hydra" / "config.yaml").exists():
                 # The session started (the checks passed): mark it failed for the HParams dashboard.
                 from mha_project.hparams import write_session_end
 
-                write_session_end(run_dir / "tensorboard", success=False)
+                try:
+                    write_session_end(run_dir / "tensorboard", success=False)
+                except Exception as end_err:  # e.g. the disk is still full: the first failure is the news
+                    log.warning(f"the TensorBoard session could not be marked failed: {_first_line(end_err)}")
+            if _disk_full(err):
+                raise UserError(_disk_full_message(err, record)) from None
             raise
     finally:
         record.close()
+
+
+# What each stage does while it runs (run.json's stage is the last one finished).
+STAGE_WORK = {
+    "pretrained": "pretraining",
+    "trained": "training",
+    "tested": "testing",
+    "saved": "saving model.keras",
+    "exported": "exporting the SavedModel",
+    "finished": "writing metrics.json",
+}
+
+
+def _disk_full(err: BaseException) -> bool:
+    """Whether ``err`` (or an exception it was raised from) says the disk or quota is full; TensorFlow and
+    h5py report it as their own error types with the OS's message inside."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(err) or "Disk quota exceeded" in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _disk_full_message(err: BaseException, record) -> str:
+    from mha_project.run_dir import STAGES
+
+    stage = STAGES[min(STAGES.index(record.stage) + 1, len(STAGES) - 1)]
+    file = getattr(err, "filename", None)
+    return (
+        f"no space left on device while {STAGE_WORK.get(stage, stage)}{f' ({file})' if file else ''}; "
+        f"{record.path} keeps what finished before (stage '{record.stage}'): free some space and run the same "
+        "command again to resume"
+    )
+
+
+def _first_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"
 
 
 def _records_hparams(cfg: DictConfig) -> bool:
@@ -451,9 +498,13 @@ def run_from_cli(cfg: DictConfig):
     from mha_project.io import write_json_atomic
 
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+    # A log file on a full disk must not print a traceback per line: the error below says what happened.
+    logging.raiseExceptions = False
     try:
         metrics = train(cfg)
     except Exception as err:  # sorted below: user errors vs bugs
+        if _disk_full(err) and not isinstance(err, UserError):  # before the run dir's record was open
+            err = UserError(f"no space left on device: {_first_line(err)}")
         user_error = isinstance(err, UserError)
         if not multirun:
             if user_error:
@@ -522,6 +573,9 @@ def export_inference_model(model, vectorizer, seq_len: int, path: Path, truncati
     tf_log.setLevel(logging.WARNING)  # "Assets written to ..." on every export is not news
     try:
         end_to_end.write_out(str(tmp), verbose=False)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a half-written export only takes space (a full disk's)
+        raise
     finally:
         tf_log.setLevel(level)
     shutil.rmtree(path, ignore_errors=True)  # a complete export replaces an older one

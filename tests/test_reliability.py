@@ -97,3 +97,52 @@ def test_two_workers_on_localhost_can_train_with_model_fit():
     result = run_script("multi_worker_check.py", timeout=300)
     verdict = json.loads(result.stdout)
     assert verdict["multi_worker_fit_works"], verdict["workers"]
+
+
+@pytest.mark.slow
+def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_fails_too(tmp_path, monkeypatch):
+    # Issue case: the failure handler's own TensorBoard write raised on the full disk and hid the real failure.
+    import errno
+
+    import mha_project.hparams
+    import mha_project.train
+    from conftest import compose_cfg
+    from mha_project.errors import UserError
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    run_dir = tmp_path / "run"
+    cfg = compose_cfg(*TINY, "logger.attention.every_n_epochs=0")
+    monkeypatch.setattr(mha_project.train, "export_inference_model", no_space)
+    monkeypatch.setattr(mha_project.hparams, "write_session_end", no_space)
+    with pytest.raises(UserError, match="no space left on device while exporting the SavedModel") as err:
+        mha_project.train.train(cfg, run_dir)
+    assert "stage 'saved'" in str(err.value) and "run the same command again" in str(err.value)
+    assert json.loads((run_dir / "run.json").read_text())["stage"] == "saved"
+    monkeypatch.undo()  # space freed: the same command resumes after the last finished stage
+    metrics = mha_project.train.train(cfg, run_dir)
+    assert (run_dir / "export" / "saved_model.pb").exists() and metrics["epochs_run"] == 1
+
+
+@pytest.mark.slow
+def test_a_full_disk_through_the_cli_is_one_line_and_the_run_resumes_when_space_is_freed(tmp_path):
+    # A real full file system: a tmpfs too small for a tiny run (mounting needs root, as CI runs).
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=800k", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        run_dir = mount / "run"
+        full = train_tiny(run_dir, "data.limit=200")
+        assert full.returncode == 2, full.stderr[-3000:]
+        assert "Traceback" not in full.stderr and "Logging error" not in full.stderr
+        assert full.stderr.strip().splitlines()[-1].startswith("error: no space left on device"), full.stderr[-2000:]
+        assert not (run_dir / "metrics.json").exists()
+        assert subprocess.run(["mount", "-o", "remount,size=8m", str(mount)]).returncode == 0
+        resumed = train_tiny(run_dir, "data.limit=200")
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert json.loads((run_dir / "metrics.json").read_text())["epochs_run"] == 1
+        assert not list(run_dir.glob(".tmp-*"))  # nothing half-written left behind
+    finally:
+        subprocess.run(["umount", "-l", str(mount)])
