@@ -8,6 +8,7 @@ raises :class:`ConfigError` with one line naming the key, the value and what is 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -277,6 +278,12 @@ def validate_config(cfg: DictConfig) -> None:
         if not good:
             where = "" if shown == key else f" ({key})"
             raise ConfigError(f"{shown}={_fmt(value)}{where} is invalid: must be {allowed}")
+    if cfg.model.position_encoding == "rotary" and cfg.model.key_dim % 2:
+        raise ConfigError(
+            f"key_dim={cfg.model.key_dim} is invalid with model.position_encoding=rotary: rotary positions rotate "
+            "pairs of query/key features, so key_dim must be even"
+        )
+    _check_attention_memory(cfg)
     if cfg.trainer.distribution == "multi_worker":
         raise ConfigError(MULTI_WORKER_UNSUPPORTED)
     _check_pretrain(cfg)
@@ -304,6 +311,27 @@ def validate_config(cfg: DictConfig) -> None:
                 "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt"
             )
         check_folder_dataset(path)
+
+
+def attention_memory_bytes(batch_size: int, num_heads: int, num_layers: int, length: int) -> int:
+    """About what one training step's attention needs at ``length`` tokens: per layer the scores, the
+    probabilities and their gradient, ``batch x heads x length^2`` float32 values each."""
+    return 3 * num_layers * batch_size * num_heads * length * length * 4
+
+
+def _check_attention_memory(cfg: DictConfig) -> None:
+    # Without bucketing every batch pads to seq_len, so the size is known before any data is read.
+    if cfg.data.bucketing:
+        return
+    need = attention_memory_bytes(cfg.trainer.batch_size, cfg.model.num_heads, cfg.model.num_layers, cfg.data.seq_len)
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        raise ConfigError(
+            f"seq_len={cfg.data.seq_len} is invalid with data.bucketing=false here: every batch pads to it, and "
+            f"attention alone would need about {need / 2**30:,.0f} GiB per step (batch_size={cfg.trainer.batch_size} "
+            f"x heads={cfg.model.num_heads} x seq_len^2 x layers={cfg.model.num_layers}) against this machine's "
+            f"{have / 2**30:,.0f} GiB: lower seq_len or batch_size, or set data.bucketing=true"
+        )
 
 
 def _check_pretrain(cfg: DictConfig) -> None:
@@ -374,18 +402,26 @@ def check_folder_dataset(path) -> list[str]:
     common = [c for c in classes["train"] if c in classes["test"]]
     test_only = [c for c in classes["test"] if c not in common]
     if test_only and len(common) >= 2:
-        print(f"notice: data.path={path}: test/{', test/'.join(test_only)} has no train/ twin and is ignored")
+        _notice(f"notice: data.path={path}: test/{', test/'.join(test_only)} has no train/ twin and is ignored")
     if len(common) < 2:
         raise ConfigError(
             f"data.path={path}: need at least 2 class folders present in both train/ and test/; "
             f"train/ has [{', '.join(classes['train'])}], test/ has [{', '.join(classes['test'])}]"
         )
     for split in ("train", "test"):
-        if not any(name.lower().endswith(".txt") for c in common for name in os.listdir(os.path.join(path, split, c))):
+        empty = [c for c in common if not any(n.lower().endswith(".txt") for n in os.listdir(f"{path}/{split}/{c}"))]
+        if empty:
             raise ConfigError(
-                f"data.path={path}: {split}/ has no .txt files in its class folders [{', '.join(common)}]"
+                f"data.path={path}: {split}/{empty[0]} has no .txt files: every class needs texts in both "
+                f"train/ and test/ (class folders: {', '.join(common)})"
             )
     return common
+
+
+@functools.cache
+def _notice(message: str) -> None:
+    """Print ``message`` once per process (the folder checks run in the Hydra callback and in train)."""
+    print(message)
 
 
 def _has_words(text: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 import os
 import socket
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,14 @@ class TextFiles(Sequence):
 
     def __add__(self, other) -> list[str]:  # as lists concatenate (reads the files)
         return list(self) + list(other)
+
+
+def _is_readable_file(path: str) -> bool:
+    """A regular file (links followed) that this process may read: not a FIFO, socket or device."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode) and os.access(path, os.R_OK)
+    except OSError:  # a broken link, a link loop
+        return False
 
 
 def _read_text(path: str) -> str:
@@ -343,8 +352,8 @@ def _load_folder(data_cfg):
         paths, labels, _ = index_directory(
             str(root / split), "inferred", formats=(".txt",), class_names=class_names, shuffle=False, verbose=False
         )
-        unreadable = next((p for p in paths if not os.access(p, os.R_OK)), None)
-        if unreadable is not None:  # e.g. a broken link: name it now, not in a TF traceback mid-training
+        unreadable = next((p for p in paths if not _is_readable_file(p)), None)
+        if unreadable is not None:  # a broken link, a FIFO (would block forever): named now, not mid-training
             raise ConfigError(f"data.path={root}: {split}/ cannot be read: {unreadable} is not a readable file")
         splits.append((TextFiles(paths), np.array(labels, "int32")))
     return splits[0], splits[1], class_names
@@ -355,13 +364,16 @@ def _load_folder(data_cfg):
 # ----------------------------------------------------------------------------------------------
 
 
-def make_vectorizer(train_texts, vocab_size: int, vocabulary=None, sample: int | None = None, seed: int = 0):
+def make_vectorizer(
+    train_texts, vocab_size: int, vocabulary=None, sample: int | None = None, seed: int = 0, source: str = "the data"
+):
     """TextVectorization adapted on the training texts only (or given a saved vocabulary).
 
     ``sample`` (``data.vocab_sample``): adapt on a seeded random ``sample`` of the texts when there are
     more, so the time and memory of building the vocabulary stop growing with the dataset (word
     frequencies settle long before: the 10k most frequent words of 50k reviews are those of 500k).
     Output is ragged: every text keeps its own length; padding happens per batch in the pipeline.
+    ``source`` names the texts in the error raised when they hold no word at all.
     """
     import keras
 
@@ -374,6 +386,11 @@ def make_vectorizer(train_texts, vocab_size: int, vocabulary=None, sample: int |
             chosen = np.sort(np.random.default_rng(seed).choice(len(texts), size=sample, replace=False))
             texts = select_texts(texts, chosen)
         vectorizer.adapt(text_dataset(texts).batch(1024))
+        if vectorizer.vocabulary_size() <= 2:  # only padding and [UNK]: nothing to learn from
+            raise ConfigError(
+                f"the {len(texts)} training texts of {source} have no words (every one is empty or "
+                "punctuation only): check the dataset's files"
+            )
     return vectorizer
 
 

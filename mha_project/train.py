@@ -192,7 +192,10 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     if vocab_file.exists():  # resuming: the vocabulary the weights were trained with
         vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=read_vocabulary(vocab_file))
     else:
-        vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
+        source = f"data.path={cfg.data.path}" if cfg.data.name == "folder" else f"data={cfg.data.name}"
+        vectorizer = make_vectorizer(
+            data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed, source=source
+        )
         if pretraining:  # a [MASK] id for the masked-LM stage, in place of the least frequent word
             words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), cfg.data.vocab_size)
             vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=words)

@@ -131,6 +131,12 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     result = run_script("inspect_attention.py", str(tiny_run), "  ")
     assert result.returncode == 2 and "text is empty" in result.stderr and "Traceback" not in result.stderr
 
+    # Issue case (a real fine_foods review): "$...$" was parsed as matplotlib mathtext and crashed.
+    money = "What a waste of $$ buying things for $5 and $3"
+    result = run_script("inspect_attention.py", str(tiny_run), money, "--out", str(tmp_path / "money.png"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "money.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
 
 def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
     from mha_project.plots import attention_grid
@@ -147,3 +153,12 @@ def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
     assert [t.get_text() for t in heatmaps[0].get_xticklabels()][-1] == "w23"
     fig = attention_grid([scores[:3, :5, :5]], ["a", "b", "c", "d", "e"], "short")
     assert "(5 tokens;" in fig._suptitle.get_text()
+
+
+def test_dollar_signs_are_drawn_as_written_not_as_mathtext():
+    from mha_project.plots import attention_grid, figure_to_png
+
+    text = "What a waste of $$ buying things for $5 and $3 \\frac{"
+    fig = attention_grid([np.full((1, 3, 3), 1 / 3)], ["$5", "$$", "x"], text)
+    assert text in fig._suptitle.get_text()
+    assert figure_to_png(fig)[:4] == b"\x89PNG"  # mathtext would raise a ValueError here

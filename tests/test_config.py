@@ -127,3 +127,24 @@ def test_the_schema_holds_types_only_and_every_value_is_in_the_yaml():
     for data in ("fine_foods", "imdb", "ag_news", "folder data.path=/some/dir"):
         cfg = compose_train(*f"data={data}".split())
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+
+
+def test_an_odd_key_dim_with_rotary_positions_is_refused_before_anything_runs():
+    # Issue case: it failed inside fit, after history.csv existed, so the corrected re-run was refused.
+    with pytest.raises(ConfigError, match=r"^key_dim=7 is invalid with model.position_encoding=rotary: .* even"):
+        validate_config(compose_train("model.position_encoding=rotary", "key_dim=7"))
+    validate_config(compose_train("model.position_encoding=rotary", "key_dim=8"))
+    validate_config(compose_train("key_dim=7"))  # learned positions take any key_dim
+
+
+def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
+    # Issue case: seq_len=100000 data.bucketing=false ended in ResourceExhaustedError.
+    from mha_project.config import attention_memory_bytes
+
+    with pytest.raises(
+        ConfigError, match=r"^seq_len=100000 is invalid with data.bucketing=false here: .* GiB"
+    ):
+        validate_config(compose_train("seq_len=100000", "data.bucketing=false"))
+    validate_config(compose_train("seq_len=100000"))  # bucketed: batches pad only to their texts' bucket
+    validate_config(compose_train("data.bucketing=false"))  # the default seq_len fits anywhere
+    assert attention_memory_bytes(32, 4, 1, 128) == 3 * 32 * 4 * 128 * 128 * 4

@@ -1,6 +1,7 @@
 """Bad input through the real CLI: one clear line, non-zero exit, no traceback, nothing overwritten."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -38,6 +39,8 @@ BAD_OVERRIDES = [
     ("logger.profile_batches=[5]", "logger.profile_batches=[5] is invalid"),
     ('logger.attention.probe_texts=[""]', "has '', which has no words"),
     ("logger.attention.probe_texts=['?!...']", "has '?!...', which has no words"),
+    ("seq_len=100000 data.bucketing=false", "attention alone would need about"),
+    ("model.position_encoding=rotary key_dim=7", "key_dim=7 is invalid with model.position_encoding=rotary"),
 ]
 
 
@@ -52,7 +55,7 @@ def assert_clean_failure(result, *needles):
 @pytest.mark.parametrize("override,needle", BAD_OVERRIDES)
 def test_bad_overrides(tmp_path, override, needle):
     run_dir = tmp_path / "run"
-    result = run_script("train.py", override, f"hydra.run.dir={run_dir}")
+    result = run_script("train.py", *override.split(" "), f"hydra.run.dir={run_dir}")
     assert_clean_failure(result, needle)
     assert not run_dir.exists()  # validated before Hydra creates the run directory
     if override.startswith(("heads=0", "lr=", "dropout=")):
@@ -71,12 +74,29 @@ def folder_cases(tmp_path: Path):
     empty = write_folder_dataset(tmp_path / "empty", per_class=2, extra_train=())
     for f in (empty / "test").rglob("*.txt"):
         f.unlink()
+    # Issue cases: one class without files in one split (trained on one class: val 1.0, test 0.5) ...
+    one_empty_class = write_folder_dataset(tmp_path / "one_empty_class", per_class=2, extra_train=())
+    for f in (one_empty_class / "test" / "pos").glob("*.txt"):
+        f.unlink()
+    # ... every text empty (TextVectorization's table was never initialised) ...
+    blank = write_folder_dataset(tmp_path / "blank", per_class=4, extra_train=())
+    for f in blank.rglob("*.txt"):
+        f.write_text("")
+    # ... a FIFO named *.txt (the run hung forever) and a link loop.
+    fifo = write_folder_dataset(tmp_path / "fifo", per_class=4, extra_train=())
+    os.mkfifo(fifo / "train" / "pos" / "pipe.txt")
+    loop = write_folder_dataset(tmp_path / "loop", per_class=4, extra_train=())
+    (loop / "train" / "neg" / "loop.txt").symlink_to(loop / "train" / "neg" / "loop.txt")
     return [
         (missing, "does not exist"),
         (no_splits, "has no train/ or test/ folder"),
         (differ, "need at least 2 class folders present in both"),
         (one_class, "need at least 2 class folders"),
-        (empty, "test/ has no .txt files"),
+        (empty, "test/neg has no .txt files"),
+        (one_empty_class, "test/pos has no .txt files: every class needs texts in both"),
+        (blank, "training texts have no words"),
+        (fifo, "pipe.txt is not a readable file"),
+        (loop, "loop.txt is not a readable file"),
     ]
 
 
