@@ -9,6 +9,7 @@ reshuffles every epoch and pads each batch only to its length bucket.
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 import os
 import socket
@@ -221,6 +222,26 @@ class TextSplits:
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    def fingerprints(self) -> dict:
+        """:func:`split_fingerprint` of each split."""
+        return {split: split_fingerprint(getattr(self, f"{split}_texts")) for split in ("train", "val", "test")}
+
+
+def split_fingerprint(texts) -> dict:
+    """What identifies a split's texts without reading them: the count and a hash of each file's path and
+    size (:class:`TextFiles`), of the TFDS name, split and positions (:class:`TfdsTexts`), or of the texts
+    themselves (a list). A run records it, and ``evaluate.py`` warns when the data changed since."""
+    digest = hashlib.sha256()
+    if isinstance(texts, TextFiles):
+        for path in texts.paths:
+            digest.update(f"{path}\0{os.path.getsize(path) if os.path.exists(path) else -1}\n".encode())
+    elif isinstance(texts, TfdsTexts):
+        digest.update(f"{texts.name}/{texts.split}/{texts.size}\n".encode() + texts.indices.tobytes())
+    else:
+        for text in texts:
+            digest.update(text.encode("utf-8", errors="replace") + b"\0")
+    return {"count": len(texts), "sha256": digest.hexdigest()[:16]}
 
 
 def load_dataset(data_cfg, seed: int) -> TextSplits:

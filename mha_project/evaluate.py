@@ -13,6 +13,7 @@ def evaluate_run(run_dir) -> dict:
     run.model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     loss, accuracy = run.model.evaluate(test_ds, verbose=0)
     return {
+        "data_changed": data_changes(run.metrics.get("data_fingerprint"), data.fingerprints()),
         "run_dir": str(run.path),
         "dataset": data.name,
         "test_examples": len(data.test_texts),
@@ -21,3 +22,16 @@ def evaluate_run(run_dir) -> dict:
         "recorded_test_accuracy": run.metrics["test_accuracy"],
         "recorded_test_loss": run.metrics["test_loss"],
     }
+
+
+def data_changes(recorded: dict | None, now: dict) -> list[str]:
+    """One line per split whose texts differ from those the run recorded (runs from before the record: none)."""
+    changes = []
+    for split, then in (recorded or {}).items():
+        if now.get(split) != then:
+            count = now.get(split, {}).get("count")
+            changes.append(
+                f"the {split} split differs from the one this run recorded ({count} texts now, {then['count']} "
+                "then, or the same number of other files): its accuracy is not comparable with the recorded one"
+            )
+    return changes

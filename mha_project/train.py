@@ -382,6 +382,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         "train_examples": len(data.train_texts),
         "val_examples": len(data.val_texts),
         "test_examples": len(data.test_texts),
+        "data_fingerprint": data.fingerprints(),  # evaluate.py warns when the splits differ from these
         "hparams": hparams_of(cfg),
         "pretrain": results.get("pretrain"),
     }

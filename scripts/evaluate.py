@@ -5,6 +5,7 @@ python scripts/evaluate.py outputs/runs/<time>
 
 import argparse
 import json
+import sys
 
 from mha_project.cli import fail
 from mha_project.errors import UserError
@@ -20,6 +21,8 @@ def main() -> None:
         result = evaluate_run(args.run_dir)
     except UserError as err:
         fail(str(err))
+    for change in result["data_changed"]:
+        print(f"warning: {change}", file=sys.stderr)
     print(json.dumps(result, indent=2))
     print(
         f"test accuracy: {result['test_accuracy']:.4f}  (recorded at training: {result['recorded_test_accuracy']:.4f})"

@@ -141,9 +141,7 @@ def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
     # Issue case: seq_len=100000 data.bucketing=false ended in ResourceExhaustedError.
     from mha_project.config import attention_memory_bytes
 
-    with pytest.raises(
-        ConfigError, match=r"^seq_len=100000 is invalid with data.bucketing=false here: .* GiB"
-    ):
+    with pytest.raises(ConfigError, match=r"^seq_len=100000 is invalid with data.bucketing=false here: .* GiB"):
         validate_config(compose_train("seq_len=100000", "data.bucketing=false"))
     validate_config(compose_train("seq_len=100000"))  # bucketed: batches pad only to their texts' bucket
     validate_config(compose_train("data.bucketing=false"))  # the default seq_len fits anywhere

@@ -243,6 +243,16 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     folder_run = tmp_path / "folder_run"
     result = train_tiny(folder_run, "data=folder", f"data.path={data}", "logger.attention.every_n_epochs=0")
     assert result.returncode == 0, result.stderr[-2000:]
+    # Issue case: files added to test/ after training gave another accuracy, read as the recorded one.
+    unchanged = run_script("evaluate.py", str(folder_run))
+    assert unchanged.returncode == 0 and "warning" not in unchanged.stderr, unchanged.stderr[-2000:]
+    for i in range(4):
+        (data / "test" / "pos" / f"added_{i}.txt").write_text("a new review")
+    changed = run_script("evaluate.py", str(folder_run))
+    assert changed.returncode == 0, changed.stderr[-2000:]
+    assert "warning: the test split differs from the one this run recorded (16 texts now, 12 then" in changed.stderr
+    assert "train split" not in changed.stderr
+    assert len(json.loads(changed.stdout.split("\ntest accuracy")[0])["data_changed"]) == 1
     data.rename(tmp_path / "moved")
     for script in ("evaluate.py", "head_importance.py"):
         assert_clean_failure(run_script(script, str(folder_run)), f"data.path={data}, no longer exists")
