@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -9,3 +10,38 @@ from typing import NoReturn
 def fail(message: str, code: int = 2) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def run_hydra_app(main) -> None:
+    """Run a ``@hydra.main`` function; a command line Hydra cannot compose (``heads=abc``, ``data=nope``) is one
+    line and exit 2, like every other bad value, instead of Hydra's several lines and exit 1.
+
+    Hydra prints its own report unless ``HYDRA_FULL_ERROR=1``, which makes it raise instead: the error is then
+    ours to print. Anything that is not a Hydra or OmegaConf error keeps its full traceback.
+    """
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    try:
+        main()
+    except (HydraException, OmegaConfBaseException) as err:
+        fail(one_line(err))
+
+
+def one_line(err: BaseException) -> str:
+    """Hydra's multi-line message (and the first line of its cause) as one line; a list of options after a
+    line ending in ':' is joined with commas.
+
+    >>> one_line(ValueError("Could not find 'data/nope'\\n\\nAvailable options in 'data':\\n\\tfolder\\n\\timdb"))
+    "Could not find 'data/nope'; Available options in 'data': folder, imdb"
+    """
+    message = str(err).split("Config search path:")[0]  # where Hydra looked: not news to the user
+    parts = [line.strip() for line in message.splitlines() if line.strip()]
+    if err.__cause__ is not None and str(err.__cause__).strip():
+        parts.append(str(err.__cause__).strip().splitlines()[0])
+    out, listing = (parts or [type(err).__name__])[0], False
+    for part in parts[1:]:
+        out += (" " if out.endswith(":") else ", ") + part if listing else "; " + part
+        listing = listing or part.endswith(":")
+    return out

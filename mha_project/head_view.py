@@ -64,7 +64,8 @@ def head_view_html(texts: list[dict], title: str = "attention head view") -> str
                 "layers": [encode_weights(s) for s in layers],
             }
         )
-    data = json.dumps(payload, ensure_ascii=False).replace("</", "<\\/")  # no "</script>" inside the data
+    # "<" as \u003c: no "</script>" or "<!--<script>" in the data can end or change the page's script.
+    data = json.dumps(payload, ensure_ascii=False).replace("<", "\\u003c")
     template = resources.files("mha_project").joinpath("head_view.html").read_text(encoding="utf-8")
     return (
         template.replace("__TITLE__", html.escape(title))

@@ -66,6 +66,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     try:
         if record.done("finished") and (run_dir / "metrics.json").exists():
             metrics = json.loads((run_dir / "metrics.json").read_text())
+            _stop_logging_into(run_dir)  # its train.log is part of the record: nothing happened, nothing is added
             log.info(f"run dir: {run_dir} (already finished; nothing was changed)")
             log.info(
                 f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy "
@@ -131,6 +132,15 @@ def _disk_full_message(err: BaseException, record) -> str:
 
 def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"
+
+
+def _stop_logging_into(run_dir: Path) -> None:
+    """Detach the log files inside ``run_dir`` (Hydra's ``train.log``) from the root logger."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == run_dir.resolve():
+            root.removeHandler(handler)
+            handler.close()
 
 
 def _records_hparams(cfg: DictConfig) -> bool:

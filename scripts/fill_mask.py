@@ -26,6 +26,12 @@ def main() -> None:
         filled = fill_mask_in_run(args.run_dir, args.text, top_k=args.top_k)
     except UserError as err:
         fail(str(err))
+    asked = args.text.lower().count("[mask]")
+    if len(filled) < asked:  # the others lie beyond the tokens the model reads
+        print(
+            f"notice: the text has {asked} [MASK]s; only the {len(filled)} within the run's data.seq_len tokens "
+            "(as data.truncation keeps them) are filled"
+        )
     for i, words in enumerate(filled, start=1):
         print(f"[MASK] {i}: " + "  ".join(f"{word} {p:.3f}" for word, p in words))
 

@@ -8,6 +8,7 @@ python scripts/train.py -m heads=1,2,4,8 key_dim=16,64
 import hydra
 from omegaconf import DictConfig
 
+from mha_project.cli import run_hydra_app
 from mha_project.config import register_configs
 from mha_project.train import run_from_cli
 
@@ -20,4 +21,4 @@ def main(cfg: DictConfig):
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra_app(main)

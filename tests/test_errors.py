@@ -57,6 +57,9 @@ def test_bad_overrides(tmp_path, override, needle):
     run_dir = tmp_path / "run"
     result = run_script("train.py", *override.split(" "), f"hydra.run.dir={run_dir}")
     assert_clean_failure(result, needle)
+    # One line and exit 2, Hydra's own composition errors (heads=abc, data=nope) included.
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+    assert result.stderr.startswith("error: ")
     assert not run_dir.exists()  # validated before Hydra creates the run directory
     if override.startswith(("heads=0", "lr=", "dropout=")):
         error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]

@@ -95,6 +95,18 @@ def test_head_view_in_a_real_browser_for_512_tokens(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path):
+    # Issue case: "<!--<script>" in the data put the browser's parser in a state where the script never ran.
+    items = synthetic(12)
+    items[0]["tokens"][2] = "<!--<script>"
+    items[0]["text"] = "a review with <!--<script> inside"
+    page = tmp_path / "view.html"
+    page.write_text(head_view_html(items, title="comment"), encoding="utf-8")
+    result = _selftest(page)
+    assert result["tokens"] == result["query_elements"] == 12
+
+
+@pytest.mark.slow
 def test_every_run_writes_a_head_view_and_inspect_writes_one_on_request(tiny_run: Path, tmp_path):
     run_page = tiny_run / "attention.html"
     result = _selftest(run_page)

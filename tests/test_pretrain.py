@@ -407,6 +407,13 @@ def test_fill_mask_script(pretrained_run, tiny_run):
         assert len(words) == 3 and probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0001
         assert "[MASK]" not in words
 
+    # Issue case: more [MASK]s than the model reads were answered in part without a word.
+    many = run_script("fill_mask.py", str(run_dir), " ".join(["[MASK]"] * 100))
+    assert many.returncode == 0, many.stderr[-2000:]
+    answered = [line for line in many.stdout.splitlines() if line.startswith("[MASK] ")]
+    assert 0 < len(answered) < 100
+    assert f"notice: the text has 100 [MASK]s; only the {len(answered)} within" in many.stdout
+
     no_mask = run_script("fill_mask.py", str(run_dir), "this film is good")
     assert no_mask.returncode == 2 and no_mask.stderr.strip().count("\n") == 0
     assert "has no [MASK]" in no_mask.stderr

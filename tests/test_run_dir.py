@@ -28,6 +28,7 @@ RECORD = (
     ".hydra/config.yaml",
     ".hydra/overrides.yaml",
     "checkpoints/best.weights.h5",
+    "train.log",  # a re-run that changes nothing adds no line to it either
 )
 
 
