@@ -243,9 +243,12 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     assert_clean_failure(run_script("inspect_attention.py", str(run_dir), "great coffee"), "cannot write", "--out")
 
     data = write_folder_dataset(tmp_path / "data", per_class=6)
+    (data / "test" / "extra").mkdir()
+    (data / "test" / "extra" / "0.txt").write_text("a class with no train/ twin")
     folder_run = tmp_path / "folder_run"
     result = train_tiny(folder_run, "data=folder", f"data.path={data}", "logger.attention.every_n_epochs=0")
     assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("test/extra has no train/ twin and is ignored") == 1  # it was printed three times
     # Issue case: files added to test/ after training gave another accuracy, read as the recorded one.
     unchanged = run_script("evaluate.py", str(folder_run))
     assert unchanged.returncode == 0 and "warning" not in unchanged.stderr, unchanged.stderr[-2000:]

@@ -133,3 +133,24 @@ def test_several_validations_per_epoch(tmp_path):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["epochs_run"] == 1
     assert time_to_accuracy(run_dir, 0.0001)["reached_at_epoch"] == 0.5
+
+
+def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tmp_path: Path):
+    # Issue cases: a mixed_bfloat16 run's model.keras broke every tool that loads it (sub-layers took the
+    # loading process's float32 policy), and "$...$" in a probe text killed the run at its first epoch end.
+    run_dir = tmp_path / "bf16"
+    probe = "logger.attention.probe_texts=['What a waste of $$ buying things for $5']"
+    result = train_tiny(run_dir, "trainer.precision=mixed_bfloat16", probe)
+    assert result.returncode == 0, result.stderr[-3000:]
+    evaluated = run_script("evaluate.py", str(run_dir))
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    recorded = json.loads((run_dir / "metrics.json").read_text())["test_accuracy"]
+    again = json.loads(evaluated.stdout.split("\ntest accuracy")[0])["test_accuracy"]
+    assert again == pytest.approx(recorded, abs=0.01)
+    for script, *args in (
+        ("inspect_attention.py", "the coffee costs $5 and $3", "--out", str(tmp_path / "grid.png")),
+        ("head_patterns.py", "--texts", "10", "--out", str(tmp_path / "patterns")),
+        ("head_importance.py", "--out", str(tmp_path / "importance")),
+    ):
+        tool = run_script(script, str(run_dir), *args)
+        assert tool.returncode == 0, f"{script}: {tool.stderr[-2000:]}"
