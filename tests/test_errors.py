@@ -97,7 +97,7 @@ def folder_cases(tmp_path: Path):
         (one_class, "need at least 2 class folders"),
         (empty, "test/neg has no .txt files"),
         (one_empty_class, "test/pos has no .txt files: every class needs texts in both"),
-        (blank, "training texts have no words"),
+        (blank, "have no words (every one is empty or punctuation only)"),
         (fifo, "pipe.txt is not a readable file"),
         (loop, "loop.txt is not a readable file"),
     ]
