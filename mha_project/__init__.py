@@ -7,7 +7,7 @@ It installs two import hooks, both of which act only when TensorFlow / Keras are
   "failed call to cuInit") are kept out of the terminal. TensorFlow 2.21 writes them through absl
   before ``TF_CPP_MIN_LOG_LEVEL`` applies, so the only way to hide them is to point file descriptor 2
   at /dev/null while TensorFlow loads and looks for devices. ``TF_CPP_MIN_LOG_LEVEL=0`` shows them.
-* When Keras is imported, :mod:`mha_project.layers` is imported too, so ``import mha_project`` is
+* When Keras is imported, :mod:`mha_project.model.layers` is imported too, so ``import mha_project`` is
   enough for ``keras.saving.load_model("model.keras", safe_mode=True)``: Keras finds custom classes
   only by their registered name and never imports a non-Keras module itself.
 
@@ -80,9 +80,9 @@ def _look_for_devices(tensorflow):
 
 
 def _register_layers(_keras):
-    import mha_project.layers  # noqa: F401  (registers TokenAndPositionEmbedding, EncoderBlock, ...)
-    import mha_project.pretrain  # noqa: F401  (registers MaskedLanguageModel, ReplacedTokenDetector)
-    import mha_project.schedules  # noqa: F401  (registers WarmupCosine, saved with each model's optimizer)
+    import mha_project.model.layers  # noqa: F401  (registers TokenAndPositionEmbedding, EncoderBlock, ...)
+    import mha_project.model.pretraining  # noqa: F401  (registers MaskedLanguageModel, ReplacedTokenDetector)
+    import mha_project.training.schedules  # noqa: F401  (registers WarmupCosine, saved with each model's optimizer)
 
 
 def _install_hooks():

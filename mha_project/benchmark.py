@@ -12,13 +12,21 @@ numbers across machines.
 
 from __future__ import annotations
 
+import math
 import resource
 import time
 
+import keras
 import numpy as np
+from keras import layers, ops
 from omegaconf import OmegaConf
 
-from mha_project.train import compile_classifier, expected_end_of_data  # no TensorFlow at import
+from mha_project.data.pipeline import bucket_boundaries, encode, pipeline_from_cfg, pipeline_from_token_ids
+from mha_project.data.sources import load_dataset
+from mha_project.data.vocabulary import make_vectorizer
+from mha_project.model.classifier import build_classifier
+from mha_project.training.callbacks import EpochTimer
+from mha_project.training.fitting import compile_classifier, expected_end_of_data
 
 
 def _rss_peak_mb() -> float:
@@ -26,7 +34,6 @@ def _rss_peak_mb() -> float:
 
 
 def _compile(model, cfg, project: bool):
-    import keras
 
     model.compile(
         optimizer=keras.optimizers.Adam(cfg.trainer.lr),
@@ -53,10 +60,6 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     Interleaving matters on a shared CPU: speed drifts by 2x within minutes here, and timing all of (a)
     and then all of (b) would turn that drift into a fake ratio. The fastest round of each is reported.
     """
-    import keras
-
-    from mha_project.data import encode, load_dataset, make_vectorizer, pipeline_from_cfg
-    from mha_project.model import build_classifier
 
     data = load_dataset(cfg.data, cfg.seed)
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
@@ -160,7 +163,6 @@ def padded_lengths(lengths, seq_len: int, bucket_width: int | None = None) -> np
     >>> padded_lengths(np.array([3, 16, 17, 100, 200]), seq_len=256, bucket_width=64).tolist()
     [16, 16, 32, 128, 256]
     """
-    from mha_project.data import bucket_boundaries
 
     bounds = np.asarray(bucket_boundaries(seq_len, bucket_width), "int64")
     return bounds[np.searchsorted(bounds, np.minimum(lengths, seq_len), side="left")]
@@ -177,8 +179,6 @@ RECIPE_EPOCHS = 2
 
 def keras_io_recipe_model(num_classes: int = 2):
     """The recipe's model, line for line (its two layers are defined inline there, as here)."""
-    import keras
-    from keras import layers, ops
 
     class TransformerBlock(layers.Layer):
         def __init__(self, embed_dim, num_heads, ff_dim, rate=0.1):
@@ -231,7 +231,6 @@ def recipe_arrays(rows: list[np.ndarray], maxlen: int) -> np.ndarray:
     >>> recipe_arrays([np.array([1, 2, 3]), np.array([4])], maxlen=2).tolist()
     [[2, 3], [0, 4]]
     """
-    import keras
 
     return keras.utils.pad_sequences([list(r) for r in rows], maxlen=maxlen).astype("int32")
 
@@ -249,9 +248,6 @@ def run_time_to_accuracy(
     speed flips by 2x within a minute, so one run's ratio depends on which side's rounds landed in
     the slow phase; the median of a few repeats in one process is the figure to quote.
     """
-    import keras
-
-    from mha_project.data import encode, load_dataset, make_vectorizer, pipeline_from_cfg
 
     data = load_dataset(cfg.data, cfg.seed)
     # Tokenising is done once for each side, before any clock starts.
@@ -299,12 +295,6 @@ SIDES = ("keras_io_recipe", "project")
 
 def _race_to_accuracy(cfg, data, recipe_inputs, project_inputs, vectorizer, target, round_fraction, max_rounds):
     """One run of :func:`run_time_to_accuracy`: fresh models, both sides' rounds, one report."""
-    import math
-
-    import keras
-
-    from mha_project.data import bucket_boundaries, pipeline_from_token_ids
-    from mha_project.model import build_classifier
 
     n = len(data.train_texts)
     train_labels, val_labels = np.asarray(data.train_labels), np.asarray(data.val_labels)
@@ -417,12 +407,6 @@ def run_memory_probe(cfg, steps: int = 200) -> dict:
     """What ``train.py`` holds in memory for ``cfg``'s data: load the splits, build the vocabulary
     (``data.vocab_sample``) and the training pipeline (its first pass tokenises and caches every text),
     then train ``steps`` batches. Reports peak RSS after each stage and training examples/s."""
-
-    import keras
-
-    from mha_project.callbacks import EpochTimer
-    from mha_project.data import load_dataset, make_vectorizer, pipeline_from_cfg
-    from mha_project.model import build_classifier
 
     peak = {}
     start = time.perf_counter()

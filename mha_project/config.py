@@ -8,7 +8,6 @@ raises :class:`ConfigError` with one line naming the key, the value and what is 
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -17,21 +16,20 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from mha_project.data import TRUNCATIONS
+from mha_project.data.folders import check_folder_dataset
 from mha_project.errors import ConfigError
+from mha_project.model import INPUT_SCALES, OBJECTIVES, POSITION_ENCODINGS
 
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
-# Why trainer.distribution=multi_worker is refused (mha_project/distribute.py has the details).
+# Why trainer.distribution=multi_worker is refused (mha_project/training/distribute.py has the details).
 MULTI_WORKER_UNSUPPORTED = (
     "trainer.distribution=multi_worker is not supported: Keras 3's model.fit fails under "
     "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=mirrored "
     "for the devices of one machine"
 )
-INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
-POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (mha_project/layers.py)
-TRUNCATIONS = ("head", "tail", "head_tail")  # data.truncation (mha_project/data.py, truncate_token_ids)
-OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective (mha_project/pretrain.py)
 PRETRAIN_KEYS = (
     "objective",
     "epochs",
@@ -385,43 +383,6 @@ def unknown_keys(cfg, schema, prefix: str = "") -> list[str]:
         if default is not None and dataclasses.is_dataclass(default) and isinstance(cfg[key], DictConfig):
             unknown += unknown_keys(cfg[key], default, f"{prefix}{key}.")
     return unknown
-
-
-def check_folder_dataset(path) -> list[str]:
-    """The class folders of an aclImdb-style dataset; ConfigError if it cannot be trained on.
-
-    Folders present in only one split (aclImdb's train/unsup) are not classes; hidden folders
-    (``.ipynb_checkpoints``) never are. Files count by Keras's rule: ``.txt`` in any letter case.
-    """
-    classes = {}
-    for split in ("train", "test"):
-        root = os.path.join(path, split)
-        classes[split] = sorted(
-            d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
-        )
-    common = [c for c in classes["train"] if c in classes["test"]]
-    test_only = [c for c in classes["test"] if c not in common]
-    if test_only and len(common) >= 2:
-        _notice(f"notice: data.path={path}: test/{', test/'.join(test_only)} has no train/ twin and is ignored")
-    if len(common) < 2:
-        raise ConfigError(
-            f"data.path={path}: need at least 2 class folders present in both train/ and test/; "
-            f"train/ has [{', '.join(classes['train'])}], test/ has [{', '.join(classes['test'])}]"
-        )
-    for split in ("train", "test"):
-        empty = [c for c in common if not any(n.lower().endswith(".txt") for n in os.listdir(f"{path}/{split}/{c}"))]
-        if empty:
-            raise ConfigError(
-                f"data.path={path}: {split}/{empty[0]} has no .txt files: every class needs texts in both "
-                f"train/ and test/ (class folders: {', '.join(common)})"
-            )
-    return common
-
-
-@functools.cache
-def _notice(message: str) -> None:
-    """Print ``message`` once per process (the folder checks run in the Hydra callback and in train)."""
-    print(message)
 
 
 def _has_words(text: str) -> bool:

@@ -16,7 +16,7 @@ def main() -> None:
     parser.add_argument("run_dir", help="a run directory written by scripts/train.py")
     args = parser.parse_args()
     try:
-        from mha_project.evaluate import evaluate_run
+        from mha_project.analysis.evaluate import evaluate_run
 
         result = evaluate_run(args.run_dir)
     except UserError as err:

@@ -21,7 +21,7 @@ def main() -> None:
     if args.top_k < 1:
         fail(f"--top-k={args.top_k} is invalid: must be an integer >= 1")
     try:
-        from mha_project.pretrain import fill_mask_in_run
+        from mha_project.analysis.fill_mask import fill_mask_in_run
 
         filled = fill_mask_in_run(args.run_dir, args.text, top_k=args.top_k)
     except UserError as err:

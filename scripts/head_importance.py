@@ -18,7 +18,7 @@ def main() -> None:
     parser.add_argument("--out", help="folder for the table and picture (default RUN_DIR/head_importance)")
     args = parser.parse_args()
     try:
-        from mha_project.head_importance import run_head_importance
+        from mha_project.analysis.head_importance import run_head_importance
 
         result = run_head_importance(args.run_dir, args.out)
     except UserError as err:

@@ -32,7 +32,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     try:
-        from mha_project.head_patterns import format_table, run_head_patterns
+        from mha_project.analysis.head_patterns import format_table, run_head_patterns
 
         result = run_head_patterns(args.run_dir, args.texts, args.out, pretrained=args.pretrained)
     except UserError as err:

@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens shown per heatmap axis (default 24)")
     args = parser.parse_args()
     try:
-        from mha_project.inspection import inspect_text
+        from mha_project.analysis.inspection import inspect_text
 
         result = inspect_text(
             args.run_dir, args.text, out=args.out, top_k=args.top, max_tokens=args.max_tokens, html=args.html

@@ -9,7 +9,7 @@ Two fixes against the seed text: the argument is ``key_dim`` (not ``key_dims``),
 import keras
 import numpy as np
 
-from mha_project.attention import reference_mha
+from mha_project.analysis.attention import reference_mha
 
 
 def run_seed_example(seed: int = 0):

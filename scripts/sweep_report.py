@@ -14,7 +14,7 @@ def main() -> None:
     parser.add_argument("sweep_dir", help="a Hydra multirun directory (outputs/multirun/<time>)")
     args = parser.parse_args()
     try:
-        from mha_project.report import write_report
+        from mha_project.analysis.report import write_report
 
         result = write_report(args.sweep_dir)
     except UserError as err:

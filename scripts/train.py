@@ -10,13 +10,16 @@ from omegaconf import DictConfig
 
 from mha_project.cli import run_hydra_app
 from mha_project.config import register_configs
-from mha_project.train import run_from_cli
 
 register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="train")
 def main(cfg: DictConfig):
+    # The one deferred import: TensorFlow loads only after Hydra's callback has validated the config, so a
+    # bad value is answered in about a second (mha_project.config and the callback import no TensorFlow).
+    from mha_project.training.train import run_from_cli
+
     return run_from_cli(cfg)
 
 

@@ -4,15 +4,10 @@ import tensorflow_datasets as tfds
 from omegaconf import OmegaConf
 
 from conftest import write_folder_dataset
-from mha_project import data as data_module
-from mha_project.data import (
-    bucket_boundaries,
-    encode,
-    load_dataset,
-    make_pipeline,
-    make_vectorizer,
-    truncate_token_ids,
-)
+from mha_project.data import sources as data_module
+from mha_project.data.pipeline import bucket_boundaries, encode, make_pipeline, truncate_token_ids, truncation_of
+from mha_project.data.sources import load_dataset
+from mha_project.data.vocabulary import make_vectorizer
 from mha_project.errors import ConfigError
 
 
@@ -212,8 +207,8 @@ def test_pipeline_and_encode_truncate_alike():
 
 
 def test_runs_from_before_data_truncation_read_as_head():
-    assert data_module.truncation_of(OmegaConf.create({"seq_len": 8})) == "head"
-    assert data_module.truncation_of(OmegaConf.create({"seq_len": 8, "truncation": "tail"})) == "tail"
+    assert truncation_of(OmegaConf.create({"seq_len": 8})) == "head"
+    assert truncation_of(OmegaConf.create({"seq_len": 8, "truncation": "tail"})) == "tail"
 
 
 def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_only_class(tmp_path, capsys):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import run_script
-from mha_project.head_patterns import STAT_KEYS, head_statistics, label_head, normalized_entropy, top_tokens
+from mha_project.analysis.head_patterns import STAT_KEYS, head_statistics, label_head, normalized_entropy, top_tokens
 
 
 def lengths_to_real(lengths, width):
@@ -144,8 +144,8 @@ def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
     import keras
 
     from conftest import compose_cfg
-    from mha_project.head_patterns import run_head_patterns
-    from mha_project.train import train
+    from mha_project.analysis.head_patterns import run_head_patterns
+    from mha_project.training.train import train
 
     entropies = {}
     for scale in ("layer_norm", "none"):
@@ -168,8 +168,8 @@ def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
 
 
 def test_attention_logger_leaves_out_probes_without_tokens(tmp_path):
-    from mha_project.callbacks import AttentionLogger
-    from mha_project.data import make_vectorizer
+    from mha_project.data.vocabulary import make_vectorizer
+    from mha_project.training.callbacks import AttentionLogger
 
     vectorizer = make_vectorizer(["great coffee", "bad tea"], vocab_size=10)
     logger = AttentionLogger(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import QUIET, compose_cfg, train_tiny
-from mha_project.hparams import experiment_hparams, hparams_of, swept_domains
+from mha_project.training.hparams import experiment_hparams, hparams_of, swept_domains
 
 
 def test_hparams_are_what_was_trained_not_the_shortcuts():

@@ -4,15 +4,15 @@ import pytest
 from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
 from omegaconf import OmegaConf
 
-from mha_project.attention import attention_scores
-from mha_project.layers import (
+from mha_project.analysis.attention import attention_scores
+from mha_project.model.classifier import build_classifier, encoder_blocks, model_summary
+from mha_project.model.layers import (
     EncoderBlock,
     MaskedMeanPooling,
     RotaryMultiHeadAttention,
     TokenAndPositionEmbedding,
     rotate_positions,
 )
-from mha_project.model import build_classifier, encoder_blocks, model_summary
 
 
 def model_cfg(**kw):
@@ -298,7 +298,7 @@ class KerasLayerChecks(TestCase):
         )
 
     def test_pooling_layers(self):
-        from mha_project.layers import FirstTokenPooling, MaskedMaxPooling
+        from mha_project.model.layers import FirstTokenPooling, MaskedMaxPooling
 
         for pooling in (MaskedMeanPooling, MaskedMaxPooling, FirstTokenPooling):
             self.run_layer_test(
@@ -306,7 +306,7 @@ class KerasLayerChecks(TestCase):
             )
 
     def test_masked_lm_head(self):
-        from mha_project.layers import MaskedLMHead
+        from mha_project.model.layers import MaskedLMHead
 
         # Tied to the token embedding, the head is called with it: the untied form is what stands alone.
         self.run_layer_test(
@@ -331,7 +331,7 @@ def test_encoder_block_returns_scores_in_the_functional_api():
 
 def test_a_bfloat16_classifier_loads_and_predicts_in_a_float32_process(tmp_path):
     # Issue case: sub-layers took the loading process's global policy instead of the layer's own.
-    from mha_project.run import load_model_safely
+    from mha_project.analysis.runs import load_model_safely
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:

@@ -1,4 +1,4 @@
-"""Self-pretraining (mha_project/pretrain.py): BERT masking, the masked LM, the stage inside a run."""
+"""Self-pretraining: BERT masking, the masked LM, the stage inside a run (data/, model/, training/pretraining)."""
 
 import csv
 import json
@@ -25,7 +25,7 @@ def random_batch(rows=512, width=128, seed=0):
 
 
 def masked(ids, seed=(1, 2), rate=0.15):
-    from mha_project.pretrain import mask_batch
+    from mha_project.data.masking import mask_batch
 
     return [np.asarray(t) for t in mask_batch(ids, np.asarray(seed, "int64"), rate, MASK_ID)]
 
@@ -77,7 +77,7 @@ def test_an_empty_text_gets_no_masked_position():
 def test_new_masks_every_epoch():
     import tensorflow as tf
 
-    from mha_project.pretrain import masked_lm_dataset
+    from mha_project.data.masking import masked_lm_dataset
 
     ids, _ = random_batch(rows=64, width=32)
     batches = tf.data.Dataset.from_tensor_slices((ids, np.zeros(len(ids), "int32"))).batch(32)
@@ -89,8 +89,8 @@ def test_new_masks_every_epoch():
 
 
 def test_mask_token_takes_the_last_id_within_vocab_size():
-    from mha_project.data import make_vectorizer
-    from mha_project.pretrain import MASK_TOKEN, mask_id_of, with_mask_token
+    from mha_project.data.masking import MASK_TOKEN, mask_id_of, with_mask_token
+    from mha_project.data.vocabulary import make_vectorizer
 
     vectorizer = make_vectorizer(["b a a c c c d d d d"], vocab_size=5)
     words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), 5)
@@ -103,7 +103,7 @@ def test_mask_token_takes_the_last_id_within_vocab_size():
 
 
 def small_lm(tie=True, cls=False, position_encoding="learned"):
-    from mha_project.pretrain import MaskedLanguageModel
+    from mha_project.model.pretraining import MaskedLanguageModel
 
     return MaskedLanguageModel(
         vocab_size=40,
@@ -135,7 +135,7 @@ def test_masked_language_model_round_trips_through_model_save(tmp_path, tie, pos
 
 
 def small_electra():
-    from mha_project.pretrain import ReplacedTokenDetector
+    from mha_project.model.pretraining import ReplacedTokenDetector
 
     return ReplacedTokenDetector(
         vocab_size=40, max_len=12, embed_dim=16, num_layers=1, num_heads=4, key_dim=4, ff_dim=16, generator_size=0.5
@@ -151,7 +151,7 @@ def test_replace_with_samples_marks_exactly_the_changed_tokens():
     targets = np.array([[6, 8], [9, 0]], "int32")
     weights = np.array([[1.0, 1.0], [1.0, 0.0]], "float32")  # text 2: one chosen; position 1 is not masked
     sampled = np.array([[6, 20], [21, 22]], "int32")  # 6 is a correct guess; 22 must not be used
-    from mha_project.pretrain import replace_with_samples
+    from mha_project.model.pretraining import replace_with_samples
 
     corrupted, replaced = (np.asarray(t) for t in replace_with_samples(inputs, targets, weights, sampled))
     assert corrupted.tolist() == [[5, 6, 7, 20, 0], [21, 10, 0, 0, 0]]
@@ -162,7 +162,7 @@ def test_replace_with_samples_marks_exactly_the_changed_tokens():
 def test_electra_round_trips_and_fills_masks_with_its_generator(tmp_path):
     import keras
 
-    from mha_project.pretrain import ReplacedTokenDetector
+    from mha_project.model.pretraining import ReplacedTokenDetector
 
     model = small_electra()
     inputs = {"token_ids": np.array([[3, 4, 5, 0]], "int32"), "mask_positions": np.array([[1]], "int32")}
@@ -182,7 +182,7 @@ def test_electra_train_step_learns_to_detect_replacements():
     import keras
     import tensorflow as tf
 
-    from mha_project.pretrain import masked_lm_dataset
+    from mha_project.data.masking import masked_lm_dataset
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
@@ -210,8 +210,8 @@ def test_tied_head_reads_the_token_embedding():
 
 @pytest.mark.parametrize("position_encoding", ["learned", "rotary"])
 def test_copy_encoder_weights_into_the_classifier(position_encoding):
-    from mha_project.model import build_classifier
-    from mha_project.pretrain import build_pretrainer, copy_encoder_weights
+    from mha_project.model.classifier import build_classifier
+    from mha_project.model.pretraining import build_pretrainer, copy_encoder_weights
 
     cfg = compose_cfg(
         *TINY, "pretrain=mlm", "layers=2", "model.norm_first=true", f"model.position_encoding={position_encoding}"
@@ -231,8 +231,9 @@ def test_copy_encoder_weights_into_the_classifier(position_encoding):
 
 
 def test_encode_masked_text_and_its_errors():
-    from mha_project.data import make_vectorizer
-    from mha_project.pretrain import encode_masked_text, with_mask_token
+    from mha_project.analysis.fill_mask import encode_masked_text
+    from mha_project.data.masking import with_mask_token
+    from mha_project.data.vocabulary import make_vectorizer
 
     vectorizer = make_vectorizer(None, 10, vocabulary=with_mask_token(["the", "coffee", "was"], 10))
     ids = encode_masked_text("The coffee [mask] was [MASK]", vectorizer, seq_len=10)
@@ -282,7 +283,7 @@ def test_pretrain_from_and_pretrain_mlm_together_are_refused(tmp_path):
 
 
 def test_unlabeled_texts_of_a_folder_dataset(tmp_path):
-    from mha_project.data import TextFiles, concat_texts, load_unlabeled_texts
+    from mha_project.data.sources import TextFiles, concat_texts, load_unlabeled_texts
 
     root = write_folder_dataset(tmp_path / "d")
     (root / "train" / "unsup" / "1.TXT").write_text("more words")
@@ -311,8 +312,8 @@ def read_rows(path):
 @pytest.fixture(scope="module")
 def pretrained_run(tmp_path_factory):
     """A tiny pretrain -> fine-tune run, in process, with a spy on the copy into the classifier."""
-    import mha_project.pretrain as pretrain
-    from mha_project.train import train
+    import mha_project.training.train as pretrain  # where train() looks up copy_encoder_weights
+    from mha_project.training.train import train
 
     run_dir = tmp_path_factory.mktemp("pretrain") / "run"
     seen = {}
@@ -333,7 +334,7 @@ def pretrained_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
-    from mha_project.pretrain import load_masked_lm
+    from mha_project.analysis.runs import load_masked_lm
 
     run_dir, metrics, seen = pretrained_run
     rows = read_rows(run_dir / "pretrain" / "history.csv")
@@ -359,7 +360,7 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
         for a, b in zip(weights, mlm.get_layer(name).get_weights()):
             np.testing.assert_array_equal(a, b)
     # ... and fine-tuning moved them.
-    from mha_project.run import load_model_safely
+    from mha_project.analysis.runs import load_model_safely
 
     tuned = load_model_safely(run_dir / "model.keras").get_layer("encoder_0").get_weights()
     assert any(not np.array_equal(a, b) for a, b in zip(tuned, seen["classifier"]["encoder_0"]))
@@ -424,7 +425,7 @@ def test_fill_mask_script(pretrained_run, tiny_run):
 
 @pytest.mark.slow
 def test_pretrain_from_reuses_the_encoder_and_checks_it(pretrained_run, tmp_path):
-    from mha_project.train import train
+    from mha_project.training.train import train
 
     source, _, _ = pretrained_run
     base = [*TINY, "data.limit=300", *QUIET]
@@ -497,7 +498,7 @@ def test_head_patterns_of_the_pretrained_encoder(pretrained_run):
 
 @pytest.mark.slow
 def test_sweep_over_pretraining_and_seeds_is_grouped_by_pretrain(tmp_path):
-    from mha_project.report import write_report
+    from mha_project.analysis.report import write_report
 
     sweep = tmp_path / "sweep"
     result = run_script(
@@ -526,8 +527,8 @@ def test_sweep_over_pretraining_and_seeds_is_grouped_by_pretrain(tmp_path):
 
 @pytest.mark.slow
 def test_electra_stage_end_to_end(tmp_path):
-    from mha_project.pretrain import fill_mask_in_run
-    from mha_project.train import train
+    from mha_project.analysis.fill_mask import fill_mask_in_run
+    from mha_project.training.train import train
 
     run_dir = tmp_path / "electra"
     metrics = train(compose_cfg(*TINY, *QUIET, "pretrain=electra", "pretrain.epochs=3", "pretrain.lr=0.01"), run_dir)
@@ -547,7 +548,7 @@ def test_electra_stage_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_extra_unlabeled_texts_join_the_pretraining_only(tmp_path):
-    from mha_project.train import train
+    from mha_project.training.train import train
 
     root = write_folder_dataset(tmp_path / "d", per_class=20)
     for i in range(5):
@@ -574,7 +575,8 @@ def test_masked_lm_learns_what_only_positions_tell():
     import keras
     import tensorflow as tf
 
-    from mha_project.pretrain import MaskedLanguageModel, masked_lm_dataset
+    from mha_project.data.masking import masked_lm_dataset
+    from mha_project.model.pretraining import MaskedLanguageModel
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)

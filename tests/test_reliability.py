@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, kill_when, run_script, train_tiny
-from mha_project.io import write_json_atomic
+from mha_project.atomic import write_json_atomic
 
 RESUME = [
     *TINY,
@@ -93,7 +93,7 @@ def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path):
 )
 def test_two_workers_on_localhost_can_train_with_model_fit():
     # The day an upgrade fixes the upstream bug this passes, strict xfail turns that into a failure, and
-    # trainer.distribution=multi_worker can be enabled (mha_project/distribute.py) and tested end to end.
+    # trainer.distribution=multi_worker can be enabled (mha_project/training/distribute.py) and tested end to end.
     result = run_script("multi_worker_check.py", timeout=300)
     verdict = json.loads(result.stdout)
     assert verdict["multi_worker_fit_works"], verdict["workers"]
@@ -104,8 +104,7 @@ def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_f
     # Issue case: the failure handler's own TensorBoard write raised on the full disk and hid the real failure.
     import errno
 
-    import mha_project.hparams
-    import mha_project.train
+    import mha_project.training.train
     from conftest import compose_cfg
     from mha_project.errors import UserError
 
@@ -114,14 +113,14 @@ def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_f
 
     run_dir = tmp_path / "run"
     cfg = compose_cfg(*TINY, "logger.attention.every_n_epochs=0")
-    monkeypatch.setattr(mha_project.train, "export_inference_model", no_space)
-    monkeypatch.setattr(mha_project.hparams, "write_session_end", no_space)
+    monkeypatch.setattr(mha_project.training.train, "export_inference_model", no_space)
+    monkeypatch.setattr(mha_project.training.train, "write_session_end", no_space)
     with pytest.raises(UserError, match="no space left on device while exporting the SavedModel") as err:
-        mha_project.train.train(cfg, run_dir)
+        mha_project.training.train.train(cfg, run_dir)
     assert "stage 'saved'" in str(err.value) and "run the same command again" in str(err.value)
     assert json.loads((run_dir / "run.json").read_text())["stage"] == "saved"
     monkeypatch.undo()  # space freed: the same command resumes after the last finished stage
-    metrics = mha_project.train.train(cfg, run_dir)
+    metrics = mha_project.training.train.train(cfg, run_dir)
     assert (run_dir / "export" / "saved_model.pb").exists() and metrics["epochs_run"] == 1
 
 

@@ -1,4 +1,4 @@
-"""A run directory holds one model: identity checks, the lock, honest resume (mha_project/run_dir.py)."""
+"""A run directory holds one model: identity checks, the lock, honest resume (mha_project/training/run_dir.py)."""
 
 import csv
 import json
@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT, TINY, train_tiny
 from mha_project.errors import UserError
-from mha_project.history import trim_history
-from mha_project.run_dir import differences, open_run_dir
+from mha_project.training.history import trim_history
+from mha_project.training.run_dir import differences, open_run_dir
 
 FAST = [*TINY, "logger.attention.every_n_epochs=0"]
 RECORD = (
@@ -270,7 +270,7 @@ def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_
     # In-process: train() raises the one-line ConfigError (the CLI prints it, see the test below).
     from conftest import compose_cfg
     from mha_project.errors import ConfigError
-    from mha_project.train import train
+    from mha_project.training.train import train
 
     run_dir = tmp_path / "run"
     with pytest.raises(ConfigError, match=needle):

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from mha_project.data import pipeline_from_token_ids
-from mha_project.model import build_classifier
-from mha_project.schedules import WarmupCosine
-from mha_project.train import compile_classifier, warmup_cosine
+from mha_project.data.pipeline import pipeline_from_token_ids
+from mha_project.model.classifier import build_classifier
+from mha_project.training.fitting import compile_classifier, warmup_cosine
+from mha_project.training.schedules import WarmupCosine
 
 
 @pytest.mark.parametrize(
@@ -80,7 +80,7 @@ def test_schedule_ends_at_zero_when_training_ends_at_long_seq_len(tmp_path):
     # Issue case: sized from ceil(n / batch) + one partial batch per length bucket, the schedule at long
     # seq_len assumed steps that never came and training ended near the peak rate.
     from conftest import TINY, compose_cfg
-    from mha_project.train import train
+    from mha_project.training.train import train
 
     cfg = compose_cfg(*TINY, "seq_len=4096", "epochs=3", "trainer.early_stopping_patience=10")
     cfg.logger.attention.every_n_epochs = 0

@@ -10,9 +10,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import QUIET, TINY, run_script
-from mha_project.head_importance import head_importance, masked_copy, set_head_mask
-from mha_project.model import build_classifier, encoder_blocks
-from mha_project.report import collect_jobs
+from mha_project.analysis.head_importance import head_importance, masked_copy, set_head_mask
+from mha_project.analysis.report import collect_jobs
+from mha_project.model.classifier import build_classifier, encoder_blocks
 
 
 @pytest.mark.slow
@@ -82,7 +82,7 @@ def fake_job(sweep: Path, num: int, overrides: list[str], val: float, test: floa
 
 def test_report_means_over_seeds(tmp_path):
     """Two seeds per configuration: report_by_config.csv holds one row per (heads, key_dim) with means."""
-    from mha_project.report import write_report
+    from mha_project.analysis.report import write_report
 
     values = {(1, 16): (0.70, 0.80), (1, 64): (0.74, 0.76), (4, 16): (0.60, 0.62), (4, 64): (0.90, 0.70)}
     num = 0
@@ -104,7 +104,7 @@ def test_report_means_over_seeds(tmp_path):
 
 
 def test_report_without_repeated_seeds_has_no_summary(tmp_path):
-    from mha_project.report import write_report
+    from mha_project.analysis.report import write_report
 
     fake_job(tmp_path, 0, ["heads=1"], 0.7, 0.7)
     fake_job(tmp_path, 1, ["heads=2"], 0.8, 0.8)
@@ -209,7 +209,7 @@ def test_report_keeps_going_past_a_damaged_metrics_file(tmp_path):
 
 
 def test_report_by_config_adds_head_entropy_where_head_patterns_ran(tmp_path):
-    from mha_project.report import write_report
+    from mha_project.analysis.report import write_report
 
     for num, (seed, entropies) in enumerate([(1, [0.2, 0.6]), (2, [0.4, 0.8])]):
         job = fake_job(tmp_path, num, ["heads=2", f"seed={seed}"], 0.7, 0.7)

@@ -24,7 +24,7 @@ def fake_run(path, val_accuracies, seconds):
 
 
 def test_first_epoch_reaching_the_target(tmp_path):
-    from mha_project.history import time_to_accuracy
+    from mha_project.training.history import time_to_accuracy
 
     run = fake_run(tmp_path / "r", [0.80, 0.87, 0.86, 0.89], [50.0, 101.5, 150.0, 200.0])
     result = time_to_accuracy(run, 0.867)

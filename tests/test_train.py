@@ -8,7 +8,7 @@ import keras
 import pytest
 
 from conftest import compose_cfg
-from mha_project.train import train
+from mha_project.training.train import train
 
 
 @pytest.fixture(autouse=True)
@@ -64,9 +64,10 @@ def test_the_export_reads_the_tokens_training_read(tmp_path: Path, truncation, o
     import numpy as np
     import tensorflow as tf
 
-    from mha_project.data import encode, make_vectorizer, pad_batch
-    from mha_project.model import build_classifier
-    from mha_project.train import export_inference_model
+    from mha_project.data.pipeline import encode, pad_batch
+    from mha_project.data.vocabulary import make_vectorizer
+    from mha_project.model.classifier import build_classifier
+    from mha_project.training.export import export_inference_model
 
     cfg = compose_cfg("debug=tiny")
     texts = ["great " * 3 + "awful " * 20, "awful " * 3 + "great " * 20 + "fine", "good"]

@@ -88,7 +88,7 @@ def test_evaluate_reproduces_recorded_test_metrics(tiny_run: Path):
 
 def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
     last = (tiny_run.parent / "stdout.txt").read_text().strip().splitlines()[-2:]
-    assert last[0].endswith(f"[mha_project.train][INFO] - run dir: {tiny_run}")  # logged, so in train.log too
+    assert last[0].endswith(f"[mha_project.training.train][INFO] - run dir: {tiny_run}")  # logged, so in train.log too
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     assert f"[INFO] - test accuracy: {metrics['test_accuracy']:.4f}" in last[1]
     assert f"test accuracy: {metrics['test_accuracy']:.4f}" in (tiny_run / "train.log").read_text()
@@ -121,7 +121,7 @@ def test_start_is_quiet_and_the_model_summary_is_kept(tiny_run: Path):
 @pytest.mark.slow
 def test_several_validations_per_epoch(tmp_path):
     """trainer.validations_per_epoch=2: two history rows per pass over the data, half an epoch apart."""
-    from mha_project.history import time_to_accuracy
+    from mha_project.training.history import time_to_accuracy
 
     run_dir = tmp_path / "run"
     result = train_tiny(run_dir, "trainer.validations_per_epoch=2", "logger.attention.every_n_epochs=0")

@@ -17,11 +17,11 @@ stage. :func:`open_run_dir` checks it before anything in the directory is writte
   when a process dies, so a killed run never leaves a stale lock).
 
 Written here because neither Keras nor Hydra has the notion: ``BackupAndRestore`` resumes whatever
-model it is given, and Hydra re-uses a run directory without looking inside.
-"""
+model it is given, and Hydra re-uses a run directory without looking inside."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -31,17 +31,27 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from mha_project.atomic import write_json_atomic
 from mha_project.errors import RunDirRefused
-from mha_project.io import write_json_atomic
 
 IDENTITY_FILE = "run.json"
+
+
 LOCK_FILE = ".lock"
+
+
 # The parts of the composed config that decide what model the directory ends up holding.
 IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
+
+
 # ... and the pretraining stage, when there is one (so runs without it keep their old fingerprint).
 PRETRAIN_KEY = "pretrain"
+
+
 # Stages in order; run.json's "stage" is the last one finished.
 STAGES = ("started", "pretrained", "trained", "tested", "saved", "exported", "finished")
+
+
 # Files a run writes: what overwrite=true removes from a directory whose run.json says it is a run.
 RUN_FILES = (
     "attention.html",
@@ -58,6 +68,8 @@ RUN_FILES = (
     "pretrain",
     IDENTITY_FILE,
 )
+
+
 # Files that hold something learned: while none exists, a "started" run can be replaced freely.
 TRAINED_FILES = ("pretrain", "history.csv", "backup", "checkpoints/best.weights.h5", "model.keras", "metrics.json")
 
@@ -155,7 +167,6 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
 
 
 def _lock(path: Path) -> int:
-    import fcntl
 
     fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:

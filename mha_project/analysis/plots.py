@@ -8,7 +8,11 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 
+from mha_project.atomic import write_bytes_atomic
+
 plt.switch_backend("Agg")  # files only, never a window
+
+
 # Texts are drawn as written: "$5 ... $3" in a review is money, not matplotlib mathtext (which would fail).
 plt.rcParams["text.parse_math"] = False
 
@@ -65,6 +69,5 @@ def figure_to_png(fig) -> bytes:
 
 
 def save_figure(fig, path) -> None:
-    from mha_project.io import write_bytes_atomic
 
     write_bytes_atomic(path, figure_to_png(fig))

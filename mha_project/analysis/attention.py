@@ -7,14 +7,15 @@
        output  = concat(head_1, ..., head_h) W^O
 
 2. :func:`attention_scores` runs a trained classifier's own layers (shared weights, no copy) and
-   returns every layer's scores, shape ``(batch, heads, query_len, key_len)``.
-"""
+   returns every layer's scores, shape ``(batch, heads, query_len, key_len)``."""
 
 from __future__ import annotations
 
 import numpy as np
+from keras import ops
 
-from mha_project.data import encode, pad_batch
+from mha_project.data.pipeline import encode, pad_batch
+from mha_project.model.classifier import encoder_blocks
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -87,9 +88,6 @@ def attention_scores(model, token_ids: np.ndarray) -> list[np.ndarray]:
     Runs the trained layers themselves (inference mode). Rows of real tokens sum to 1; columns and
     rows of padding are 0.
     """
-    from keras import ops
-
-    from mha_project.model import encoder_blocks
 
     ids = ops.convert_to_tensor(np.asarray(token_ids, dtype="int32"))
     embedding = model.get_layer("embedding")

@@ -8,14 +8,18 @@
   and ``differs`` set on the swept keys. TensorBoard sorts differing hyper-parameters first and shows the
   first five columns by default, so the swept keys are the visible ones. Runs of a sweep carry no
   experiment config of their own: TensorBoard uses the first one it finds, so there must be only one.
-* A single run has no experiment config; TensorBoard then infers types and ``differs`` from the sessions.
-"""
+* A single run has no experiment config; TensorBoard then infers types and ``differs`` from the sessions."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import tensorflow as tf
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 from omegaconf import DictConfig, OmegaConf
+from tensorboard.plugins.hparams import api as hp
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary
 
 # name in TensorBoard -> where the trained value lives in the resolved config
 HPARAM_PATHS = {
@@ -38,6 +42,8 @@ HPARAM_PATHS = {
     "position_encoding": "model.position_encoding",
     "pretrain": "pretrain.objective",
 }
+
+
 INT_HPARAMS = {
     "heads",
     "key_dim",
@@ -50,6 +56,8 @@ INT_HPARAMS = {
     "epochs",
     "seed",
 }
+
+
 # The command-line shortcuts of configs/train.yaml (each sets the key of the same name above).
 SHORTCUTS = {
     "heads",
@@ -65,6 +73,7 @@ SHORTCUTS = {
     "epochs",
     "seed",
 }
+
 
 # Final metrics (scalars written by log_final_metrics) and the live validation accuracy of Keras's
 # TensorBoard callback, so a running job shows its latest epoch.
@@ -93,8 +102,6 @@ def name_of_override_key(key: str) -> str | None:
 def swept_domains(sweep_params: dict[str, str]) -> dict:
     """Parse sweep values as Hydra does (``2,4,8``, ``choice(2,4)``, ``range(1,4)``, ``interval(1e-4,1e-2)``,
     ``int(interval(1,8))``) into ``{name: ("discrete", [values]) | ("interval", lo, hi, is_int)}``."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 
     parser = OverridesParser.create()
     domains = {}
@@ -127,7 +134,6 @@ def sweep_params_of(config: DictConfig) -> dict[str, str]:
 
 def experiment_hparams(cfg: DictConfig, domains: dict):
     """``hp.HParam`` objects with typed domains, and the names that differ across the sweep."""
-    from tensorboard.plugins.hparams import api as hp
 
     hparams, differs = [], set()
     if OmegaConf.select(cfg, HPARAM_PATHS["value_dim"]) is None and "key_dim" in domains:
@@ -156,9 +162,6 @@ def experiment_hparams(cfg: DictConfig, domains: dict):
 
 def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict) -> None:
     """The one experiment config of a sweep (``hp.hparams_config``, with ``differs`` on swept keys)."""
-    import tensorflow as tf
-    from tensorboard.plugins.hparams import api as hp
-    from tensorboard.plugins.hparams import metadata, plugin_data_pb2
 
     hparams, differs = experiment_hparams(cfg, domains)
     metrics = [hp.Metric(f"hparams/{m}", display_name=m) for m in FINAL_METRICS]
@@ -178,8 +181,6 @@ def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict) -> None:
 
 
 def write_session_start(log_dir: Path, cfg: DictConfig, trial_id: str) -> None:
-    import tensorflow as tf
-    from tensorboard.plugins.hparams import api as hp
 
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default():
@@ -189,8 +190,6 @@ def write_session_start(log_dir: Path, cfg: DictConfig, trial_id: str) -> None:
 
 def write_session_end(log_dir: Path, success: bool, metrics: dict | None = None) -> None:
     """The session's status, and on success the final metrics as ``hparams/<metric>`` scalars."""
-    import tensorflow as tf
-    from tensorboard.plugins.hparams import api_pb2, summary
 
     status = api_pb2.STATUS_SUCCESS if success else api_pb2.STATUS_FAILURE
     writer = tf.summary.create_file_writer(str(log_dir))

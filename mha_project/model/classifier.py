@@ -1,15 +1,14 @@
 """The classifier: embeddings -> N x EncoderBlock (MultiHeadAttention) -> masked mean pool -> softmax.
 
 ``model.num_heads`` (the ``heads`` shortcut in configs/train.yaml) goes straight into
-``EncoderBlock(num_heads=...)``, which builds ``keras.layers.MultiHeadAttention(num_heads=...)``.
-"""
+``EncoderBlock(num_heads=...)``, which builds ``keras.layers.MultiHeadAttention(num_heads=...)``."""
 
 from __future__ import annotations
 
 import keras
 from keras import layers
 
-from mha_project.layers import (
+from mha_project.model.layers import (
     EncoderBlock,
     FirstTokenPooling,
     MaskedMaxPooling,

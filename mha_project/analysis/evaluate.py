@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from mha_project.data import load_dataset, pipeline_from_cfg
-from mha_project.run import load_run
+from mha_project.analysis.runs import load_run
+from mha_project.data.pipeline import pipeline_from_cfg
+from mha_project.data.sources import load_dataset
 
 
 def evaluate_run(run_dir) -> dict:

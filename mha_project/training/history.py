@@ -7,6 +7,7 @@ import csv
 import json
 from pathlib import Path
 
+from mha_project.analysis.runs import check_run_dir
 from mha_project.errors import UserError
 
 
@@ -52,7 +53,6 @@ def time_to_accuracy(run_dir, target: float) -> dict:
     ``elapsed_seconds`` counts from the start of ``fit`` and includes each epoch's validation, so two
     runs compare by wall time to the same validation accuracy. Resolution is one epoch.
     """
-    from mha_project.run import check_run_dir
 
     run_dir = check_run_dir(run_dir)
     if not (run_dir / "history.csv").is_file():

@@ -33,16 +33,32 @@ label                 rule
 ====================  =====================================================================
 
 0.4 is far above chance (1/n is ~0.02 for a 50-token review) and means the pattern takes a plurality
-of the weight; 0.6 / 0.9 split entropy into "a handful of tokens" / "almost everything".
-"""
+of the weight; 0.6 / 0.9 split entropy into "a handful of tokens" / "almost everything"."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import tensorflow as tf
+
+from mha_project.analysis.attention import attention_scores, has_cls_token
+from mha_project.analysis.plots import figure_to_png, plt
+from mha_project.analysis.runs import STAGE_DIR, load_masked_lm, load_run
+from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mha_project.data.pipeline import encode, pad_batch
+from mha_project.data.sources import load_dataset
+from mha_project.errors import UserError
 
 POSITION_THRESHOLD = 0.4
+
+
 FOCUSED_ENTROPY = 0.6
+
+
 BROAD_ENTROPY = 0.9
+
+
 STAT_KEYS = ("normalized_entropy", "previous_token", "next_token", "self", "first_token", "same_word")
 
 
@@ -125,8 +141,6 @@ def model_head_patterns(
     Texts are batched by length (sorted), so little padding is computed; the statistics are means over
     all real query rows of all texts, weighted per row.
     """
-    from mha_project.attention import attention_scores, has_cls_token
-    from mha_project.data import encode, pad_batch
 
     rows = [r for r in encode(texts, vectorizer, seq_len, truncation) if len(r) > 0]
     rows.sort(key=len)
@@ -244,7 +258,6 @@ def format_table(heads: list[dict]) -> str:
 
 def patterns_figure(heads: list[dict], title: str):
     """One small heatmap (layers x heads) per statistic, values written in; labels on the first panel."""
-    from mha_project.plots import plt
 
     layers = max(r["layer"] for r in heads) + 1
     n_heads = max(r["head"] for r in heads) + 1
@@ -291,13 +304,6 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     heads of the run's masked language model as pretraining left them (RUN_DIR/pretrain/model.keras), into
     RUN_DIR/pretrain/head_patterns/ and RUN_DIR/pretrain/tensorboard/head_patterns/.
     """
-    from pathlib import Path
-
-    from mha_project.data import load_dataset
-    from mha_project.errors import UserError
-    from mha_project.io import write_bytes_atomic, write_json_atomic, write_text_atomic
-    from mha_project.plots import figure_to_png
-    from mha_project.run import load_run
 
     if num_texts < 1:
         raise UserError(f"--texts={num_texts} is invalid: must be an integer >= 1")
@@ -306,8 +312,6 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     texts = data.val_texts[:num_texts]
     model, base = run.model, run.path
     if pretrained:
-        from mha_project.pretrain import STAGE_DIR, load_masked_lm
-
         model, base = load_masked_lm(run.path), run.path / STAGE_DIR
     heads = model_head_patterns(model, run.vectorizer, texts, run.seq_len, truncation=run.truncation)
     result = {
@@ -329,8 +333,6 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     write_bytes_atomic(out_dir / "head_patterns.png", png)
     write_json_atomic(out_dir / "head_patterns.json", result)
     write_text_atomic(out_dir / "head_patterns.md", f"# {title}\n\n```\n{format_table(heads)}\n```\n")
-
-    import tensorflow as tf
 
     writer = tf.summary.create_file_writer(str(base / "tensorboard" / "head_patterns"))
     with writer.as_default(step=0):

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
+from mha_project.analysis.attention import scores_for_texts
+from mha_project.analysis.head_patterns import normalized_entropy
+from mha_project.analysis.head_view import write_head_view
+from mha_project.analysis.plots import attention_grid, save_figure
+from mha_project.analysis.runs import load_run
+from mha_project.analysis.summaries import write_attention_summaries
+from mha_project.data.pipeline import encode, pad_batch
 from mha_project.errors import UserError
-from mha_project.run import load_run
 
 
 def inspect_text(
@@ -20,12 +28,6 @@ def inspect_text(
     if not text or not text.strip():
         raise UserError('text is empty: give the sentence to inspect, e.g. "a lovely, fresh coffee"')
     run = load_run(run_dir)
-
-    from mha_project.attention import scores_for_texts
-    from mha_project.callbacks import write_attention_summaries
-    from mha_project.data import encode, pad_batch
-    from mha_project.head_patterns import normalized_entropy
-    from mha_project.plots import attention_grid, save_figure
 
     full_length = len(run.vectorizer(np.asarray([text], dtype=object))[0])
     notice = None
@@ -74,8 +76,6 @@ def inspect_text(
         raise UserError(f"cannot write {out_path} ({err.strerror or err}); pass --out with a writable path") from None
 
     if html:
-        from mha_project.head_view import write_head_view
-
         try:
             write_head_view(
                 html,
@@ -89,8 +89,6 @@ def inspect_text(
             )
         except OSError as err:
             raise UserError(f"cannot write {html} ({err.strerror or err}); pass --html with a writable path") from None
-
-    import tensorflow as tf
 
     writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "inspect"))
     write_attention_summaries(
@@ -122,7 +120,6 @@ def inspect_text(
 
 def _slug(text: str) -> str:
     """A file-name-safe stem; a short hash keeps texts with the same readable part (emoji only, say) apart."""
-    import hashlib
 
     keep = "".join(ch if ch.isalnum() else "_" for ch in text.strip()[:40]).strip("_") or "text"
     return f"{keep}_{hashlib.sha1(text.encode()).hexdigest()[:6]}"

@@ -1,17 +1,17 @@
 """tf.distribute strategies for ``trainer.distribution``.
 
 The configured ``batch_size`` is the *global* batch: Keras splits each batch across the replicas,
-so changing the number of devices does not change the optimisation.
-"""
+so changing the number of devices does not change the optimisation."""
 
 from __future__ import annotations
+
+import tensorflow as tf
 
 from mha_project.config import MULTI_WORKER_UNSUPPORTED
 from mha_project.errors import ConfigError
 
 
 def make_strategy(name: str):
-    import tensorflow as tf
 
     if name == "none":
         return tf.distribute.get_strategy()  # the default (no-op) strategy
@@ -30,7 +30,6 @@ def make_strategy(name: str):
 
 def use_logical_cpus(count: int) -> None:
     """Split the CPU into ``count`` logical devices (must run before TensorFlow initialises devices)."""
-    import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)

@@ -1,15 +1,14 @@
 """The Transformer encoder's building blocks, written the keras-hub way.
 
 Each layer has an explicit ``build``, a ``get_config`` that round-trips through
-``model.save``/``keras.saving.load_model``, and is registered under the ``mha_project`` package.
-"""
+``model.save``/``keras.saving.load_model``, and is registered under the ``mha_project`` package."""
 
 from __future__ import annotations
 
 import keras
 from keras import layers, ops
 
-from mha_project.config import INPUT_SCALES  # how the embedding scales the first attention's input
+from mha_project.model import INPUT_SCALES
 
 PACKAGE = "mha_project"
 

@@ -15,8 +15,7 @@ users report it breaking on long inputs, so this is a small one of our own for K
 
 The page reads ``#text=0&layer=0&head=1&hover=q3`` from its address (links to one view, and the screenshots in the
 README), and ``#selftest`` makes it click through a head chip and a token and write what it drew into
-``<pre id="selftest">``: that is how tests check it in a real (headless) browser.
-"""
+``<pre id="selftest">``: that is how tests check it in a real (headless) browser."""
 
 from __future__ import annotations
 
@@ -27,6 +26,10 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+
+from mha_project.analysis.attention import scores_for_texts
+from mha_project.atomic import write_text_atomic
+from mha_project.data.pipeline import encode, pad_batch
 
 MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the all-queries view
 
@@ -66,7 +69,7 @@ def head_view_html(texts: list[dict], title: str = "attention head view") -> str
         )
     # "<" as \u003c: no "</script>" or "<!--<script>" in the data can end or change the page's script.
     data = json.dumps(payload, ensure_ascii=False).replace("<", "\\u003c")
-    template = resources.files("mha_project").joinpath("head_view.html").read_text(encoding="utf-8")
+    template = resources.files("mha_project.analysis").joinpath("head_view.html").read_text(encoding="utf-8")
     return (
         template.replace("__TITLE__", html.escape(title))
         .replace("__MIN_WEIGHT__", str(MIN_WEIGHT))
@@ -78,9 +81,6 @@ def write_head_view(
     path, model, vectorizer, texts, seq_len: int, class_names=None, title: str = "", truncation: str = "head"
 ) -> Path:
     """Compute the attention of ``model`` on ``texts`` and write the page to ``path`` (atomically)."""
-    from mha_project.attention import scores_for_texts
-    from mha_project.data import encode, pad_batch
-    from mha_project.io import write_text_atomic
 
     texts = [t for t, row in zip(texts, encode(list(texts), vectorizer, seq_len, truncation)) if len(row) > 0]
     if not texts:

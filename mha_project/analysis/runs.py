@@ -1,4 +1,4 @@
-"""Reading a finished run directory back: config, model (safe_mode), vocabulary, metrics."""
+"""Reading a finished run directory back: config, model (safe_mode), vocabulary, metrics, masked LM."""
 
 from __future__ import annotations
 
@@ -6,9 +6,32 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import keras
 from omegaconf import DictConfig, OmegaConf
 
+import mha_project.model.layers  # noqa: F401  (registers the custom layers)
+from mha_project.data.pipeline import truncation_of
+from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
 from mha_project.errors import UserError
+
+STAGE_DIR = "pretrain"
+
+
+MODEL_FILE = "model.keras"
+
+
+def load_masked_lm(run_dir):
+    """The model saved by a run's pretraining stage (``RUN_DIR/pretrain/model.keras``): a
+    :class:`MaskedLanguageModel` or a :class:`ReplacedTokenDetector` (whose ``generator`` fills masks)."""
+
+    path = Path(run_dir) / STAGE_DIR / MODEL_FILE
+    if not path.is_file():
+        raise UserError(
+            f"{run_dir} has no masked-LM stage (no {STAGE_DIR}/{MODEL_FILE}): it was trained with pretrain=none, "
+            "or its pretraining has not finished; train one with: python scripts/train.py pretrain=mlm"
+        )
+    return load_model_safely(path)
+
 
 REQUIRED = ("model.keras", "vocab.txt")
 
@@ -31,7 +54,6 @@ class Run:
 
     @property
     def truncation(self) -> str:
-        from mha_project.data import truncation_of
 
         return truncation_of(self.cfg.data)
 
@@ -65,9 +87,6 @@ def check_run_dir(path) -> Path:
 
 def load_model_safely(path):
     """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
-    import keras
-
-    import mha_project.layers  # noqa: F401  (registers the custom layers)
 
     try:
         return keras.saving.load_model(path, safe_mode=True)
@@ -91,7 +110,6 @@ def _damaged(path, err) -> UserError:
 
 
 def load_run(path) -> Run:
-    from mha_project.data import make_vectorizer, read_vocabulary
 
     path = check_run_dir(path)
     try:

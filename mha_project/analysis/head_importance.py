@@ -2,22 +2,27 @@
 
 A head is masked by zeroing its slice ``W^O[h]`` of the output projection, so its output never
 reaches the rest of the network. This is done in a *copy* of the trained model; the run's model is
-never modified.
-"""
+never modified."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
 
+from mha_project.analysis.plots import figure_to_png, plt
+from mha_project.analysis.runs import load_run
+from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mha_project.data.pipeline import pipeline_from_cfg
+from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
-from mha_project.model import encoder_blocks
+from mha_project.model.classifier import encoder_blocks
 
 
 def masked_copy(model):
     """A structurally identical copy with the same weights (keras.models.clone_model)."""
-    import keras
 
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
@@ -59,7 +64,6 @@ def head_importance(model, dataset) -> dict:
 
 
 def importance_figure(result: dict, title: str):
-    from mha_project.plots import plt
 
     drop = result["drop_without_head"]
     only = result["only_head"]
@@ -91,10 +95,6 @@ def importance_figure(result: dict, title: str):
 
 
 def run_head_importance(run_dir, out=None) -> dict:
-    from mha_project.data import load_dataset, pipeline_from_cfg
-    from mha_project.io import write_bytes_atomic, write_json_atomic, write_text_atomic
-    from mha_project.plots import figure_to_png
-    from mha_project.run import load_run
 
     run = load_run(run_dir)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
@@ -111,8 +111,6 @@ def run_head_importance(run_dir, out=None) -> dict:
     write_json_atomic(
         out_dir / "head_importance.json", {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in result.items()}
     )
-
-    import tensorflow as tf
 
     writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "head_importance"))
     with writer.as_default(step=0):

@@ -8,87 +8,22 @@ TensorBoard tags (documented in the README):
 ``attention/layer_{l}`` (image), ``attention_scores/layer_{l}`` (histogram),
 ``attention_entropy/layer_{l}/head_{h}`` (scalar, nats),
 ``attention_normalized_entropy/layer_{l}/head_{h}`` (scalar, entropy / log n: 1 = uniform),
-``attention_probe/{k}`` (text). The HParams records are written by :mod:`mha_project.hparams`.
-"""
+``attention_probe/{k}`` (text). The HParams records are written by :mod:`mha_project.training.hparams`."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
 import keras
 import numpy as np
+import tensorflow as tf
 
-from mha_project.attention import attention_entropy, scores_for_texts
-from mha_project.data import encode, pad_batch
-from mha_project.head_patterns import normalized_entropy
-from mha_project.plots import attention_grid, figure_to_png
-
-
-def write_attention_summaries(
-    writer,
-    model,
-    vectorizer,
-    texts,
-    seq_len: int,
-    step: int,
-    *,
-    truncation: str = "head",
-    labels=None,
-    class_names=None,
-    max_tokens: int = 24,
-    prefix: str = "",
-    classify: bool = True,
-) -> list:
-    """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores.
-
-    ``classify=False`` (a masked language model): attention only, no predicted class per probe.
-    """
-    import tensorflow as tf
-
-    scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
-    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0) if classify else None
-    with writer.as_default(step=step):
-        for l, layer_scores in enumerate(scores):
-            images = []
-            for k, text in enumerate(texts):
-                # The image title keeps a line of the text; the Text tab (attention_probe/k) has all of it.
-                caption = text if len(text) <= 90 else text[:89] + "… (full text: attention_probe/" + f"{k})"
-                fig = attention_grid([layer_scores[k]], tokens[k], f"layer {l}, probe {k}: {caption}", max_tokens)
-                images.append(tf.io.decode_png(figure_to_png(fig), channels=3))
-            # One image per probe text, one panel per head.
-            tf.summary.image(f"{prefix}attention/layer_{l}", _stack(images), max_outputs=len(images))
-            real_scores = layer_scores[
-                np.broadcast_to(real[:, None, :, None] & real[:, None, None, :], layer_scores.shape)
-            ]
-            tf.summary.histogram(f"{prefix}attention_scores/layer_{l}", real_scores)
-            for h, entropy in enumerate(attention_entropy(layer_scores, real)):
-                tf.summary.scalar(f"{prefix}attention_entropy/layer_{l}/head_{h}", float(entropy))
-            # entropy / log(n): 1.0 = uniform whatever the text length, so runs and datasets compare.
-            for h, entropy in enumerate(normalized_entropy(layer_scores, real)):
-                tf.summary.scalar(f"{prefix}attention_normalized_entropy/layer_{l}/head_{h}", float(entropy))
-        for k, text in enumerate(texts if classify else []):
-            predicted = int(np.argmax(probs[k]))
-            truth = f"**true:** {_class_name(int(labels[k]), class_names)}  \n" if labels is not None else ""
-            tf.summary.text(
-                f"{prefix}attention_probe/{k}",
-                f"**text:** {text}  \n{truth}**predicted:** {_class_name(predicted, class_names)} "
-                f"(p={probs[k][predicted]:.3f})",
-            )
-    writer.flush()
-    return scores
-
-
-def _class_name(index: int, class_names) -> str:
-    return class_names[index] if class_names else str(index)
-
-
-def _stack(images):
-    import tensorflow as tf
-
-    height = max(int(i.shape[0]) for i in images)
-    width = max(int(i.shape[1]) for i in images)
-    return tf.stack([tf.image.pad_to_bounding_box(i, 0, 0, height, width) for i in images])
+from mha_project.analysis.fill_mask import fill_mask, perplexity
+from mha_project.analysis.summaries import write_attention_summaries
+from mha_project.data.pipeline import encode
+from mha_project.training.history import trim_history
 
 
 class AttentionLogger(keras.callbacks.Callback):
@@ -108,7 +43,6 @@ class AttentionLogger(keras.callbacks.Callback):
         truncation: str = "head",
     ):
         super().__init__()
-        import tensorflow as tf
 
         self.classify = classify
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
@@ -149,8 +83,6 @@ class Perplexity(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         loss = (logs or {}).get("masked_lm_loss", (logs or {}).get("loss"))
         if loss is not None:
-            from mha_project.pretrain import perplexity
-
             logs["perplexity"] = perplexity(float(loss))
 
 
@@ -160,7 +92,6 @@ class FillMaskLogger(keras.callbacks.Callback):
 
     def __init__(self, log_dir, vectorizer, texts, seq_len: int, top_k: int = 5, truncation: str = "head"):
         super().__init__()
-        import tensorflow as tf
 
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
         self.vectorizer = vectorizer
@@ -170,9 +101,6 @@ class FillMaskLogger(keras.callbacks.Callback):
         self.top_k = top_k
 
     def on_epoch_end(self, epoch, logs=None):
-        import tensorflow as tf
-
-        from mha_project.pretrain import fill_mask
 
         with self.writer.as_default(step=epoch + 1):
             for k, text in enumerate(self.texts):
@@ -275,8 +203,6 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         try:
             super().on_train_begin(logs)
         except (OSError, ValueError) as err:
-            import shutil
-
             print(
                 f"notice: backup in {self.backup_dir} was cut off mid-write ({type(err).__name__}); "
                 "starting this run's training again",
@@ -284,8 +210,6 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             )
             shutil.rmtree(self.backup_dir, ignore_errors=True)
             if self.history_csv is not None:  # its rows describe the epochs that are now trained again
-                from mha_project.history import trim_history
-
                 trim_history(self.history_csv, 0)
 
 

@@ -10,31 +10,48 @@ A run directory (Hydra's output dir) ends up holding:
     model.keras        the trained classifier (token ids -> class probabilities)
     vocab.txt          the TextVectorization vocabulary
     export/            SavedModel: raw strings -> class probabilities
-    metrics.json       written last and atomically: its presence means the run finished
-"""
+    metrics.json       written last and atomically: its presence means the run finished"""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
 import math
 import sys
 import time
-import warnings
+import traceback
 from pathlib import Path
 
+import keras
 import numpy as np
+import tensorflow as tf
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from mha_project.analysis.head_view import write_head_view
+from mha_project.analysis.runs import STAGE_DIR as PRETRAIN_DIR
+from mha_project.analysis.runs import load_model_safely
+from mha_project.atomic import write_json_atomic, write_text_atomic
+from mha_project.cli import fail
 from mha_project.config import validate_config
+from mha_project.data.masking import with_mask_token
+from mha_project.data.pipeline import pipeline_from_cfg
+from mha_project.data.sources import concat_texts, load_dataset, load_unlabeled_texts
+from mha_project.data.vocabulary import make_vectorizer, read_vocabulary, save_vocabulary
 from mha_project.errors import ConfigError, RunDirRefused, UserError
-from mha_project.history import backed_up_epochs, read_history, trim_history
-from mha_project.hparams import hparams_of
-
-# Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
-REFUSED_JOBS = "refused_jobs.tsv"
+from mha_project.model.classifier import build_classifier, model_summary
+from mha_project.model.pretraining import copy_encoder_weights
+from mha_project.training.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup
+from mha_project.training.distribute import make_strategy, use_logical_cpus
+from mha_project.training.export import export_inference_model
+from mha_project.training.fitting import compile_classifier, expected_end_of_data, save_model_atomic
+from mha_project.training.history import backed_up_epochs, read_history, trim_history
+from mha_project.training.hparams import hparams_of, write_session_end, write_session_start
+from mha_project.training.hydra_callbacks import REFUSED_JOBS
+from mha_project.training.pretraining import check_pretrained_source, run_pretraining, uses_pretraining
+from mha_project.training.run_dir import STAGES, open_run_dir
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
@@ -43,16 +60,12 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     """Train one model as configured; write the run directory; return the metrics dict.
 
-    The run directory is opened through :func:`mha_project.run_dir.open_run_dir` first: locked, and its
+    The run directory is opened through :func:`mha_project.training.run_dir.open_run_dir` first: locked, and its
     identity checked against ``cfg`` before anything in it is written. The same config again resumes
     after the last finished stage (or reports a finished run); another config is refused.
     """
     validate_config(cfg)  # before any data is loaded or file written
     run_dir = Path(run_dir) if run_dir is not None else _hydra_run_dir()
-
-    import keras
-
-    from mha_project.run_dir import open_run_dir
 
     try:
         keras.activations.get(cfg.model.activation)
@@ -80,7 +93,6 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         except Exception as err:
             if _records_hparams(cfg) and (run_dir / ".hydra" / "config.yaml").exists():
                 # The session started (the checks passed): mark it failed for the HParams dashboard.
-                from mha_project.hparams import write_session_end
 
                 try:
                     write_session_end(run_dir / "tensorboard", success=False)
@@ -119,7 +131,6 @@ def _disk_full(err: BaseException) -> bool:
 
 
 def _disk_full_message(err: BaseException, record) -> str:
-    from mha_project.run_dir import STAGES
 
     stage = STAGES[min(STAGES.index(record.stage) + 1, len(STAGES) - 1)]
     file = getattr(err, "filename", None)
@@ -148,31 +159,6 @@ def _records_hparams(cfg: DictConfig) -> bool:
 
 
 def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
-    import keras
-    import tensorflow as tf
-
-    from mha_project.callbacks import AttentionLogger, BestWeights, EpochCounter, ResumableBackup
-    from mha_project.data import (
-        load_dataset,
-        make_vectorizer,
-        pipeline_from_cfg,
-        read_vocabulary,
-        save_vocabulary,
-    )
-    from mha_project.distribute import make_strategy, use_logical_cpus
-    from mha_project.head_view import write_head_view
-    from mha_project.hparams import write_session_end, write_session_start
-    from mha_project.io import write_json_atomic, write_text_atomic
-    from mha_project.model import build_classifier, model_summary
-    from mha_project.pretrain import STAGE_DIR as PRETRAIN_DIR
-    from mha_project.pretrain import (
-        check_pretrained_source,
-        copy_encoder_weights,
-        run_pretraining,
-        uses_pretraining,
-        with_mask_token,
-    )
-    from mha_project.run import load_model_safely
 
     if cfg.trainer.cpu_devices:
         use_logical_cpus(cfg.trainer.cpu_devices)
@@ -252,8 +238,6 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
         elif cfg.pretrain.objective != "none":
             texts = data.train_texts  # the training split only: never validation or test
             if cfg.pretrain.extra_unlabeled:
-                from mha_project.data import concat_texts, load_unlabeled_texts
-
                 unlabeled = load_unlabeled_texts(cfg.data)
                 log.info(f"pretraining also on {len(unlabeled)} unlabeled texts")
                 texts = concat_texts(texts, unlabeled)
@@ -365,7 +349,7 @@ def _train(cfg: DictConfig, run_dir: Path, record) -> dict:
     if not record.done("exported"):
         export_inference_model(model, vectorizer, seq_len, run_dir / "export", cfg.data.truncation)
         record.finish_stage("exported")
-    if attention.html and probes:  # the interactive head view of the probes (mha_project/head_view.py)
+    if attention.html and probes:  # the interactive head view of the probes (analysis/head_view.py)
         write_head_view(
             run_dir / "attention.html",
             model,
@@ -423,76 +407,20 @@ def diverged_message(cfg: DictConfig, counter, best_weights: Path, rounds: int) 
     )
 
 
-def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int):
-    """A linear warm-up over ``warmup_fraction`` of ``total_steps``, then cosine decay to 0."""
-    from mha_project.schedules import WarmupCosine
-
-    warmup_steps = int(warmup_fraction * total_steps)
-    return WarmupCosine(peak=lr, warmup_steps=warmup_steps, decay_steps=total_steps - warmup_steps)
-
-
-def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
-    """AdamW (clipped gradients) with a linear warm-up then cosine decay to 0 over ``total_steps``."""
-    import keras
-
-    schedule = warmup_cosine(trainer_cfg.lr, trainer_cfg.warmup_fraction, total_steps)
-    model.compile(
-        optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-        jit_compile=trainer_cfg.jit_compile,
-        steps_per_execution=trainer_cfg.steps_per_execution,
-    )
-    create_training_variables(model)
-
-
-def create_training_variables(model) -> None:
-    """Create the optimizer's slots and the metrics' counters before ``fit`` traces its train step.
-
-    Keras (TensorFlow backend, no distribution strategy) defers both to the first traced step, and
-    ``tf.function`` traces a function that creates variables twice (only the first call may create
-    them): tracing this project's train step costs 2 to 4 s on a 2-core CPU, once per ``fit``.
-    """
-    import numpy as np
-
-    model.optimizer.build(model.trainable_variables)
-    num_classes = int(model.output_shape[-1])
-    model.compute_metrics(None, np.zeros((1,), "int32"), np.full((1, num_classes), 1.0 / num_classes, "float32"))
-    model.reset_metrics()
-
-
-@contextlib.contextmanager
-def expected_end_of_data():
-    """Bucketed batches make an epoch's length unknown to Keras up front, so its "ran out of data"
-    warning is expected, not a bug. Scoped: the caller's warning filters stay as they were."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
-        yield
-
-
 def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
     """``.hydra/config.yaml`` (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra).
 
     Hydra is told not to write these itself (``hydra.output_subdir: null``), because it would do so before
     the run directory's identity is checked: a refused re-run must leave the old run's record untouched.
     """
-    from mha_project.io import write_text_atomic
 
     hydra_dir = run_dir / ".hydra"
     write_text_atomic(hydra_dir / "config.yaml", OmegaConf.to_yaml(cfg))
-    from hydra.core.hydra_config import HydraConfig
 
     if HydraConfig.initialized():
         hydra_cfg = HydraConfig.get()
         write_text_atomic(hydra_dir / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra_cfg}))
         write_text_atomic(hydra_dir / "overrides.yaml", OmegaConf.to_yaml(list(hydra_cfg.overrides.task)))
-
-
-def save_model_atomic(model, path: Path) -> None:
-    """``model.save`` to a temporary name, then rename: a kill mid-save never leaves a broken model.keras."""
-    tmp = path.with_name(f".tmp-{path.name}")  # Keras needs the .keras suffix
-    model.save(tmp)
-    tmp.replace(path)
 
 
 def run_from_cli(cfg: DictConfig):
@@ -503,13 +431,6 @@ def run_from_cli(cfg: DictConfig):
       the job returns NaN, which Optuna records as a failed trial.
     Returns ``metrics[cfg.optimized_metric]`` (what a sweeper optimises), or the metrics dict.
     """
-    import traceback
-
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    from mha_project.cli import fail
-    from mha_project.io import write_json_atomic
 
     multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
     # A log file on a full disk must not print a traceback per line: the error below says what happened.
@@ -552,51 +473,6 @@ def _best(rows: list[dict], key: str):
     return max(values) if values else None
 
 
-def export_inference_model(model, vectorizer, seq_len: int, path: Path, truncation: str = "head") -> None:
-    """SavedModel taking raw strings (shape (batch,)) and returning class probabilities; it tokenises and
-    truncates (``data.truncation``) exactly as training did."""
-    import keras
-    import tensorflow as tf
-
-    from mha_project.data import truncate_token_ids
-
-    text_to_ids = keras.layers.TextVectorization(
-        output_mode="int",
-        ragged=True,
-        vocabulary=vectorizer.get_vocabulary(include_special_tokens=False),
-        name="text_to_ids",
-    )
-    text_to_ids.build((None,))
-
-    # An endpoint of our own rather than model.export: truncation other than the head's is not a Keras layer.
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def serve(text):
-        ids = truncate_token_ids(text_to_ids(text), seq_len, truncation)
-        return model(tf.cast(ids, tf.int32).to_tensor(shape=[None, seq_len]), training=False)
-
-    end_to_end = keras.export.ExportArchive()
-    end_to_end.track(model)
-    end_to_end.track(text_to_ids)
-    end_to_end.add_endpoint("serve", serve)
-    import shutil
-
-    tmp = path.with_name(f".tmp-{path.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tf_log = logging.getLogger("tensorflow")
-    level = tf_log.level
-    tf_log.setLevel(logging.WARNING)  # "Assets written to ..." on every export is not news
-    try:
-        end_to_end.write_out(str(tmp), verbose=False)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)  # a half-written export only takes space (a full disk's)
-        raise
-    finally:
-        tf_log.setLevel(level)
-    shutil.rmtree(path, ignore_errors=True)  # a complete export replaces an older one
-    tmp.rename(path)
-
-
 def _hydra_run_dir() -> Path:
-    from hydra.core.hydra_config import HydraConfig
 
     return Path(HydraConfig.get().runtime.output_dir)

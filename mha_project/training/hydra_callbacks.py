@@ -2,9 +2,8 @@
 
 ``on_run_start`` runs before Hydra makes the run directory, so a bad value fails before any directory
 exists. (Hydra writes no ``.hydra/`` into run directories here, ``hydra.output_subdir: null``; ``train()``
-writes it once the run directory's identity is checked, see ``mha_project/run_dir.py``.)
-In a multirun each job is validated by ``train()`` instead, so one bad job does not stop the sweep.
-"""
+writes it once the run directory's identity is checked, see ``mha_project/training/run_dir.py``.)
+In a multirun each job is validated by ``train()`` instead, so one bad job does not stop the sweep."""
 
 from __future__ import annotations
 
@@ -14,7 +13,9 @@ from omegaconf import DictConfig
 from mha_project.cli import fail
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError
-from mha_project.train import REFUSED_JOBS  # (mha_project.train imports TensorFlow only inside train())
+
+# Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
+REFUSED_JOBS = "refused_jobs.tsv"
 
 
 class ValidateConfig(Callback):
@@ -32,7 +33,7 @@ class ValidateConfig(Callback):
         Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
         if config.logger.tensorboard and config.logger.hparams:
             # One HParams experiment config for the whole sweep, with the swept keys marked (hparams.py).
-            from mha_project.hparams import sweep_params_of, swept_domains, write_experiment
+            from mha_project.training.hparams import sweep_params_of, swept_domains, write_experiment
 
             write_experiment(Path(config.hydra.sweep.dir), config, swept_domains(sweep_params_of(config)))
 

@@ -8,10 +8,12 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import yaml
 
+from mha_project.analysis.plots import plt, save_figure
+from mha_project.atomic import write_text_atomic
 from mha_project.errors import UserError
-from mha_project.io import write_text_atomic
 
 METRIC_COLUMNS = ("best_val_accuracy", "test_accuracy", "params", "train_seconds", "epochs_run")
 
@@ -109,7 +111,6 @@ def seed_summary(jobs: list[dict], seed_key: str = "seed") -> tuple[list[str], l
     One seed's accuracy on a few hundred validation examples moves by a point or two, so a sweep that
     repeats seeds is read by its means and spreads, not by its single best job.
     """
-    import numpy as np
 
     keys = [k for k in swept_keys(jobs) if k != seed_key]
     groups: dict = {}
@@ -169,9 +170,6 @@ def plot(
     metrics: tuple[str, ...] = ("best_val_accuracy", "test_accuracy"),
 ) -> bool:
     """Accuracy against heads, one line per key_dim, one panel per metric; mean and min-max band over seeds."""
-    import numpy as np
-
-    from mha_project.plots import plt, save_figure
 
     finished = [j for j in jobs if j["status"] == "finished" and j.get(metrics[0]) is not None]
     if not finished or not any(x_key in j["overrides"] for j in finished):

@@ -1,0 +1,1 @@
+"""Reading trained runs back and looking inside: attention, head patterns and importance, views."""

@@ -1,0 +1,78 @@
+"""TensorBoard records of a model's attention on a few texts: images, histograms, entropies, predictions.
+
+Written by the training callback every epoch and by ``inspect_attention.py`` for any sentence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from mha_project.analysis.attention import attention_entropy, scores_for_texts
+from mha_project.analysis.head_patterns import normalized_entropy
+from mha_project.analysis.plots import attention_grid, figure_to_png
+from mha_project.data.pipeline import encode, pad_batch
+
+
+def write_attention_summaries(
+    writer,
+    model,
+    vectorizer,
+    texts,
+    seq_len: int,
+    step: int,
+    *,
+    truncation: str = "head",
+    labels=None,
+    class_names=None,
+    max_tokens: int = 24,
+    prefix: str = "",
+    classify: bool = True,
+) -> list:
+    """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores.
+
+    ``classify=False`` (a masked language model): attention only, no predicted class per probe.
+    """
+
+    scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
+    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0) if classify else None
+    with writer.as_default(step=step):
+        for l, layer_scores in enumerate(scores):
+            images = []
+            for k, text in enumerate(texts):
+                # The image title keeps a line of the text; the Text tab (attention_probe/k) has all of it.
+                caption = text if len(text) <= 90 else text[:89] + "… (full text: attention_probe/" + f"{k})"
+                fig = attention_grid([layer_scores[k]], tokens[k], f"layer {l}, probe {k}: {caption}", max_tokens)
+                images.append(tf.io.decode_png(figure_to_png(fig), channels=3))
+            # One image per probe text, one panel per head.
+            tf.summary.image(f"{prefix}attention/layer_{l}", _stack(images), max_outputs=len(images))
+            real_scores = layer_scores[
+                np.broadcast_to(real[:, None, :, None] & real[:, None, None, :], layer_scores.shape)
+            ]
+            tf.summary.histogram(f"{prefix}attention_scores/layer_{l}", real_scores)
+            for h, entropy in enumerate(attention_entropy(layer_scores, real)):
+                tf.summary.scalar(f"{prefix}attention_entropy/layer_{l}/head_{h}", float(entropy))
+            # entropy / log(n): 1.0 = uniform whatever the text length, so runs and datasets compare.
+            for h, entropy in enumerate(normalized_entropy(layer_scores, real)):
+                tf.summary.scalar(f"{prefix}attention_normalized_entropy/layer_{l}/head_{h}", float(entropy))
+        for k, text in enumerate(texts if classify else []):
+            predicted = int(np.argmax(probs[k]))
+            truth = f"**true:** {_class_name(int(labels[k]), class_names)}  \n" if labels is not None else ""
+            tf.summary.text(
+                f"{prefix}attention_probe/{k}",
+                f"**text:** {text}  \n{truth}**predicted:** {_class_name(predicted, class_names)} "
+                f"(p={probs[k][predicted]:.3f})",
+            )
+    writer.flush()
+    return scores
+
+
+def _class_name(index: int, class_names) -> str:
+    return class_names[index] if class_names else str(index)
+
+
+def _stack(images):
+
+    height = max(int(i.shape[0]) for i in images)
+    width = max(int(i.shape[1]) for i in images)
+    return tf.stack([tf.image.pad_to_bounding_box(i, 0, 0, height, width) for i in images])

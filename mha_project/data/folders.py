@@ -1,0 +1,48 @@
+"""The checks a folder dataset (``data=folder data.path=DIR``) must pass, before anything runs.
+
+Standard library only: ``mha_project.config`` runs them while validating a command line.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from mha_project.errors import ConfigError
+
+
+def check_folder_dataset(path) -> list[str]:
+    """The class folders of an aclImdb-style dataset; ConfigError if it cannot be trained on.
+
+    Folders present in only one split (aclImdb's train/unsup) are not classes; hidden folders
+    (``.ipynb_checkpoints``) never are. Files count by Keras's rule: ``.txt`` in any letter case.
+    """
+    classes = {}
+    for split in ("train", "test"):
+        root = os.path.join(path, split)
+        classes[split] = sorted(
+            d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith(".")
+        )
+    common = [c for c in classes["train"] if c in classes["test"]]
+    test_only = [c for c in classes["test"] if c not in common]
+    if test_only and len(common) >= 2:
+        _notice(f"notice: data.path={path}: test/{', test/'.join(test_only)} has no train/ twin and is ignored")
+    if len(common) < 2:
+        raise ConfigError(
+            f"data.path={path}: need at least 2 class folders present in both train/ and test/; "
+            f"train/ has [{', '.join(classes['train'])}], test/ has [{', '.join(classes['test'])}]"
+        )
+    for split in ("train", "test"):
+        empty = [c for c in common if not any(n.lower().endswith(".txt") for n in os.listdir(f"{path}/{split}/{c}"))]
+        if empty:
+            raise ConfigError(
+                f"data.path={path}: {split}/{empty[0]} has no .txt files: every class needs texts in both "
+                f"train/ and test/ (class folders: {', '.join(common)})"
+            )
+    return common
+
+
+@functools.cache
+def _notice(message: str) -> None:
+    """Print ``message`` once per process (the folder checks run in the Hydra callback and in train)."""
+    print(message)

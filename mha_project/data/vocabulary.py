@@ -1,0 +1,52 @@
+"""The vocabulary: ``TextVectorization`` adapted on the training texts only, saved beside the run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from mha_project.atomic import write_text_atomic
+from mha_project.data.sources import select_texts, text_dataset
+from mha_project.errors import ConfigError
+
+
+def make_vectorizer(
+    train_texts, vocab_size: int, vocabulary=None, sample: int | None = None, seed: int = 0, source: str = "the data"
+):
+    """TextVectorization adapted on the training texts only (or given a saved vocabulary).
+
+    ``sample`` (``data.vocab_sample``): adapt on a seeded random ``sample`` of the texts when there are
+    more, so the time and memory of building the vocabulary stop growing with the dataset (word
+    frequencies settle long before: the 10k most frequent words of 50k reviews are those of 500k).
+    Output is ragged: every text keeps its own length; padding happens per batch in the pipeline.
+    ``source`` names the texts in the error raised when they hold no word at all.
+    """
+
+    vectorizer = keras.layers.TextVectorization(
+        max_tokens=vocab_size, output_mode="int", ragged=True, vocabulary=vocabulary
+    )
+    if vocabulary is None:
+        texts = train_texts
+        if sample is not None and len(texts) > sample:
+            chosen = np.sort(np.random.default_rng(seed).choice(len(texts), size=sample, replace=False))
+            texts = select_texts(texts, chosen)
+        vectorizer.adapt(text_dataset(texts).batch(1024))
+        if vectorizer.vocabulary_size() <= 2:  # only padding and [UNK]: nothing to learn from
+            raise ConfigError(
+                f"the {len(texts)} training texts of {source} have no words (every one is empty or "
+                "punctuation only): check the dataset's files"
+            )
+    return vectorizer
+
+
+def save_vocabulary(vectorizer, path: os.PathLike) -> None:
+
+    write_text_atomic(path, "\n".join(vectorizer.get_vocabulary()) + "\n")
+
+
+def read_vocabulary(path: os.PathLike) -> list[str]:
+    tokens = Path(path).read_text(encoding="utf-8").split("\n")[:-1]
+    return tokens[2:]  # drop the padding ("") and out-of-vocabulary ("[UNK]") entries Keras re-adds

@@ -1,0 +1,8 @@
+"""The encoder: its layers, the classifier, the pretraining models, and the options they take.
+
+Importing this package is cheap (no Keras): ``mha_project.config`` reads the options below.
+"""
+
+INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
+POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (model/layers.py, RotaryMultiHeadAttention)
+OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective (model/pretraining.py)

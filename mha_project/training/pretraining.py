@@ -1,0 +1,218 @@
+"""The pretraining stage of ``train(cfg)``: a masked-LM or ELECTRA stage on the training texts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+from omegaconf import OmegaConf
+
+from mha_project.analysis.runs import MODEL_FILE, STAGE_DIR
+from mha_project.data.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
+from mha_project.data.pipeline import pipeline_from_cfg
+from mha_project.data.vocabulary import read_vocabulary
+from mha_project.errors import ConfigError, UserError
+from mha_project.model.pretraining import build_pretrainer
+from mha_project.training.callbacks import (
+    AttentionLogger,
+    EpochCounter,
+    FillMaskLogger,
+    Perplexity,
+    ResumableBackup,
+    StageCSVLogger,
+)
+from mha_project.training.fitting import expected_end_of_data, save_model_atomic, warmup_cosine
+from mha_project.training.history import backed_up_epochs, read_history, trim_history
+
+log = logging.getLogger(__name__)
+
+
+# The classifier's layers that the masked LM trains (same names in both models).
+ARCHITECTURE_KEYS = (
+    "num_layers",
+    "num_heads",
+    "key_dim",
+    "value_dim",
+    "embed_dim",
+    "ff_dim",
+    "max_len",
+    "activation",
+    "use_bias",
+    "norm_first",
+    "embedding_norm",
+    "position_encoding",
+)
+
+
+def uses_pretraining(cfg) -> bool:
+    """Whether this run pretrains (``pretrain=mlm``) or starts from a pretrained run (``pretrain.from``)."""
+    return cfg.pretrain.objective != "none" or bool(cfg.pretrain["from"])
+
+
+def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
+    """Train the masked LM on ``texts`` (resuming from ``stage_dir/backup``); save it; return its summary."""
+
+    pcfg = cfg.pretrain
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    mask_id = mask_id_of(vectorizer)
+    batches = pipeline_from_cfg(
+        cfg, texts, np.zeros(len(texts), "int32"), vectorizer, shuffle=True, batch_size=int(pcfg.batch_size)
+    )
+    dataset = masked_lm_dataset(batches, rate=float(pcfg.mask_rate), mask_id=mask_id, seed=int(cfg.seed))
+    steps_per_epoch = int(dataset.cardinality())
+    log.info(
+        f"pretraining: {pcfg.objective} on {len(texts)} training texts · {pcfg.epochs} epoch(s) of {steps_per_epoch} "
+        f"batches · mask rate {pcfg.mask_rate} · tied embeddings {pcfg.tie_embeddings}"
+    )
+    model = build_pretrainer(cfg.model, pcfg, vectorizer.vocabulary_size())
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=warmup_cosine(pcfg.lr, pcfg.warmup_fraction, steps_per_epoch * pcfg.epochs),
+        weight_decay=0.01,
+        clipnorm=1.0,
+    )
+    if pcfg.objective == "mlm":
+        model.compile(
+            optimizer=optimizer,
+            # The mean over the chosen positions only (rows with fewer than P carry weight 0).
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
+            weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="masked_accuracy")],
+            jit_compile=False,
+        )
+    else:  # electra: losses and metrics live in ReplacedTokenDetector.train_step
+        model.compile(optimizer=optimizer, jit_compile=False)
+
+    history_csv = stage_dir / "history.csv"
+    previous = trim_history(history_csv, backed_up_epochs(stage_dir / "backup"))
+    counter = EpochCounter(elapsed_offset=float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0)
+    callbacks = [
+        counter,
+        Perplexity(),
+        keras.callbacks.TerminateOnNaN(),
+        StageCSVLogger(history_csv, append=True),
+    ]
+    if cfg.logger.tensorboard:
+        tb_dir = stage_dir / "tensorboard"
+        callbacks.append(keras.callbacks.TensorBoard(tb_dir, update_freq="epoch"))
+        attention = cfg.logger.attention
+        if attention.every_n_epochs > 0:
+            probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
+            callbacks.append(
+                AttentionLogger(
+                    tb_dir / "attention",
+                    vectorizer,
+                    probes,
+                    int(cfg.data.seq_len),
+                    attention.every_n_epochs,
+                    max_tokens=attention.max_tokens,
+                    classify=False,
+                    truncation=cfg.data.truncation,
+                )
+            )
+        if pcfg.probe_texts:
+            callbacks.append(
+                FillMaskLogger(
+                    tb_dir / "fill_mask",
+                    vectorizer,
+                    list(pcfg.probe_texts),
+                    int(cfg.data.seq_len),
+                    truncation=cfg.data.truncation,
+                )
+            )
+    callbacks.append(ResumableBackup(stage_dir / "backup", history_csv))
+
+    start = time.perf_counter()
+    with expected_end_of_data():
+        history = model.fit(
+            dataset,
+            epochs=int(pcfg.epochs),
+            callbacks=callbacks,
+            shuffle=False,  # tf.data reshuffles every epoch with the seed
+            verbose="auto" if _isatty() else 2,
+        )
+    seconds_now = time.perf_counter() - start
+    losses = history.history.get("loss", [])
+    if losses and not all(np.isfinite(losses)):
+        raise UserError(
+            f"pretraining diverged: the {pcfg.objective} loss became NaN/inf with pretrain.lr={pcfg.lr}; "
+            "try a smaller pretrain.lr"
+        )
+    save_model_atomic(model, stage_dir / MODEL_FILE)
+    rows = read_history(history_csv)
+    last = rows[-1] if rows else {}
+    return {
+        "objective": str(pcfg.objective),
+        "epochs": len(rows),
+        "texts": len(texts),
+        "masked_lm_loss": _float(last.get("masked_lm_loss", last.get("loss"))),
+        "masked_accuracy": _float(last.get("masked_accuracy")),
+        "replaced_accuracy": _float(last.get("replaced_accuracy")),
+        "perplexity": _float(last.get("perplexity")),
+        "seconds": round(counter.elapsed_offset + seconds_now, 3),
+        "from": None,
+    }
+
+
+def _float(value):
+    return None if value in (None, "") else float(value)
+
+
+def _isatty() -> bool:
+
+    return sys.stdout.isatty()
+
+
+def check_pretrained_source(source, cfg, vectorizer) -> dict:
+    """For ``pretrain.from=SOURCE``: the source's pretraining summary, after checking that its encoder
+    fits this run (same architecture, same vocabulary); a mismatch is a one-line ConfigError."""
+
+    source = Path(source)
+    shown = f"pretrain.from={source}"
+    config_file = source / ".hydra" / "config.yaml"
+    if not config_file.is_file():
+        raise ConfigError(f"{shown} is not a run directory (no .hydra/config.yaml)")
+    if not (source / STAGE_DIR / MODEL_FILE).is_file():
+        raise ConfigError(
+            f"{shown} has no finished masked-LM stage (no {STAGE_DIR}/{MODEL_FILE}); "
+            "pretrain one with: python scripts/train.py pretrain=mlm"
+        )
+    theirs = OmegaConf.load(config_file)
+    for key in ARCHITECTURE_KEYS:
+        there, here = theirs.model.get(key), cfg.model.get(key)
+        if key == "position_encoding":  # runs from before the option had learned positions
+            there, here = there or "learned", here or "learned"
+        if there != here:
+            raise ConfigError(
+                f"{shown} has another encoder: model.{key}={_show(there)} there, {_show(here)} here; "
+                "fine-tune with the architecture it was pretrained with"
+            )
+    if (theirs.model.pooling == "cls") != (cfg.model.pooling == "cls"):
+        raise ConfigError(
+            f"{shown} has another encoder: model.pooling={theirs.model.pooling} there, {cfg.model.pooling} here "
+            "(a [CLS] position exists only with pooling=cls)"
+        )
+    their_vocab = read_vocabulary(source / "vocab.txt")
+    our_vocab = vectorizer.get_vocabulary(include_special_tokens=False)
+    if their_vocab != our_vocab:
+        first = next((i for i, (a, b) in enumerate(zip(their_vocab, our_vocab)) if a != b), None)
+        where = (
+            ""
+            if first is None
+            else f"; first difference at id {first + 2}: {their_vocab[first]!r} vs {our_vocab[first]!r}"
+        )
+        raise ConfigError(
+            f"{shown} has another vocabulary: {len(their_vocab) + 2} tokens from data={theirs.data.name} there, "
+            f"{len(our_vocab) + 2} from data={cfg.data.name} here{where}; fine-tune on the data it was pretrained on"
+        )
+    record = json.loads((source / "run.json").read_text()) if (source / "run.json").is_file() else {}
+    summary = dict((record.get("results") or {}).get("pretrain") or {"objective": "mlm"})
+    summary["from"] = str(source)
+    return summary
+
+
+def _show(value) -> str:
+    return "null" if value is None else str(value)
