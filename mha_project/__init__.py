@@ -79,10 +79,21 @@ def _look_for_devices(tensorflow):
     tensorflow.config.list_physical_devices()
 
 
+def register_keras_objects() -> None:
+    """Import every module that registers a Keras serializable, so ``load_model`` finds them by name."""
+    import mha_project.model.heads  # noqa: F401  (the poolings, MaskedLMHead)
+    import mha_project.model.layers  # noqa: F401  (TokenAndPositionEmbedding, EncoderBlock, ...)
+    import mha_project.model.pretraining  # noqa: F401  (MaskedLanguageModel, ReplacedTokenDetector)
+    import mha_project.training.schedules  # noqa: F401  (WarmupCosine, saved with each model's optimizer)
+
+
 def _register_layers(_keras):
-    import mha_project.model.layers  # noqa: F401  (registers TokenAndPositionEmbedding, EncoderBlock, ...)
-    import mha_project.model.pretraining  # noqa: F401  (registers MaskedLanguageModel, ReplacedTokenDetector)
-    import mha_project.training.schedules  # noqa: F401  (registers WarmupCosine, saved with each model's optimizer)
+    try:
+        register_keras_objects()
+    except ImportError:
+        # Keras was imported from inside one of those modules' own imports (TensorFlow loads Keras): they
+        # are half-initialised now; the code that loads a model calls register_keras_objects() itself.
+        pass
 
 
 def _install_hooks():

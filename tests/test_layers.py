@@ -6,13 +6,8 @@ from omegaconf import OmegaConf
 
 from mha_project.analysis.attention import attention_scores
 from mha_project.model.classifier import build_classifier, encoder_blocks, model_summary
-from mha_project.model.layers import (
-    EncoderBlock,
-    MaskedMeanPooling,
-    RotaryMultiHeadAttention,
-    TokenAndPositionEmbedding,
-    rotate_positions,
-)
+from mha_project.model.heads import MaskedMeanPooling
+from mha_project.model.layers import EncoderBlock, RotaryMultiHeadAttention, TokenAndPositionEmbedding, rotate_positions
 
 
 def model_cfg(**kw):
@@ -298,7 +293,7 @@ class KerasLayerChecks(TestCase):
         )
 
     def test_pooling_layers(self):
-        from mha_project.model.layers import FirstTokenPooling, MaskedMaxPooling
+        from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling
 
         for pooling in (MaskedMeanPooling, MaskedMaxPooling, FirstTokenPooling):
             self.run_layer_test(
@@ -306,7 +301,7 @@ class KerasLayerChecks(TestCase):
             )
 
     def test_masked_lm_head(self):
-        from mha_project.model.layers import MaskedLMHead
+        from mha_project.model.heads import MaskedLMHead
 
         # Tied to the token embedding, the head is called with it: the untied form is what stands alone.
         self.run_layer_test(

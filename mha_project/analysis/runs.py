@@ -9,7 +9,7 @@ from pathlib import Path
 import keras
 from omegaconf import DictConfig, OmegaConf
 
-import mha_project.model.layers  # noqa: F401  (registers the custom layers)
+import mha_project
 from mha_project.data.pipeline import truncation_of
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
 from mha_project.errors import UserError
@@ -88,6 +88,7 @@ def check_run_dir(path) -> Path:
 def load_model_safely(path):
     """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
 
+    mha_project.register_keras_objects()  # Keras finds the project's classes by their registered names
     try:
         return keras.saving.load_model(path, safe_mode=True)
     except ValueError as err:

@@ -8,13 +8,8 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.model.layers import (
-    EncoderBlock,
-    FirstTokenPooling,
-    MaskedMaxPooling,
-    MaskedMeanPooling,
-    TokenAndPositionEmbedding,
-)
+from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
+from mha_project.model.layers import EncoderBlock, TokenAndPositionEmbedding
 
 
 def build_classifier(model_cfg, vocab_size: int, num_classes: int) -> keras.Model:

@@ -6,7 +6,8 @@ import keras
 import tensorflow as tf
 from keras import layers, ops
 
-from mha_project.model.layers import PACKAGE, EncoderBlock, MaskedLMHead, TokenAndPositionEmbedding
+from mha_project.model.heads import MaskedLMHead
+from mha_project.model.layers import PACKAGE, EncoderBlock, TokenAndPositionEmbedding
 
 
 class PretrainingEncoder(keras.Model):

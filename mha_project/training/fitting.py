@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import sys
+import time
 import warnings
 from pathlib import Path
 
 import keras
 import numpy as np
 
+from mha_project.training.callbacks import EpochCounter, ResumableBackup
+from mha_project.training.history import backed_up_epochs, trim_history
 from mha_project.training.schedules import WarmupCosine
 
 
@@ -61,3 +66,65 @@ def save_model_atomic(model, path: Path) -> None:
     tmp = path.with_name(f".tmp-{path.name}")  # Keras needs the .keras suffix
     model.save(tmp)
     tmp.replace(path)
+
+
+@dataclasses.dataclass
+class FitResult:
+    """What one process's ``fit`` of a stage left: Keras's history, the epoch counter, its seconds."""
+
+    history: keras.callbacks.History
+    counter: EpochCounter
+    seconds: float
+
+    @property
+    def finite(self) -> bool:
+        losses = self.history.history.get("loss", [])
+        return bool(losses) and all(np.isfinite(losses))
+
+
+def previous_epochs(stage_dir: Path) -> list[dict]:
+    """The ``history.csv`` rows of a stage being resumed, less those of an epoch cut off before its backup
+    (that epoch is trained again)."""
+    return trim_history(stage_dir / "history.csv", backed_up_epochs(stage_dir / "backup"))
+
+
+def fit_resumably(
+    model,
+    dataset,
+    stage_dir: Path,
+    previous: list[dict],
+    *,
+    before_csv=(),
+    after_csv=(),
+    csv_logger=keras.callbacks.CSVLogger,
+    rounds: int = 1,
+    **fit_args,
+) -> FitResult:
+    """``model.fit`` that a killed process resumes where it stopped, for the classifier and the pretraining
+    stage alike: epochs in ``stage_dir/history.csv``, Keras's backup in ``stage_dir/backup``.
+
+    The callbacks run in this order: ``EpochCounter`` (``elapsed_seconds`` across resumes, so the CSV has
+    it), ``TerminateOnNaN``, ``before_csv``, the CSV logger, ``after_csv``, and ``ResumableBackup`` last:
+    an epoch is backed up only after everything above has recorded it.
+    """
+    history_csv = stage_dir / "history.csv"
+    offset = float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0
+    counter = EpochCounter(rounds_per_epoch=rounds, elapsed_offset=offset)
+    callbacks = [
+        counter,
+        keras.callbacks.TerminateOnNaN(),
+        *before_csv,
+        csv_logger(history_csv, append=True),
+        *after_csv,
+        ResumableBackup(stage_dir / "backup", history_csv),
+    ]
+    start = time.perf_counter()
+    with expected_end_of_data():
+        history = model.fit(
+            dataset,
+            callbacks=callbacks,
+            shuffle=False,  # tf.data reshuffles every epoch with the seed
+            verbose="auto" if sys.stdout.isatty() else 2,  # one line per epoch in logs
+            **fit_args,
+        )
+    return FitResult(history, counter, time.perf_counter() - start)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-import time
 from pathlib import Path
 
 import keras
@@ -20,14 +18,12 @@ from mha_project.errors import ConfigError, UserError
 from mha_project.model.pretraining import build_pretrainer
 from mha_project.training.callbacks import (
     AttentionLogger,
-    EpochCounter,
     FillMaskLogger,
     Perplexity,
-    ResumableBackup,
     StageCSVLogger,
 )
-from mha_project.training.fitting import expected_end_of_data, save_model_atomic, warmup_cosine
-from mha_project.training.history import backed_up_epochs, read_history, trim_history
+from mha_project.training.fitting import fit_resumably, previous_epochs, save_model_atomic, warmup_cosine
+from mha_project.training.history import read_history
 
 log = logging.getLogger(__name__)
 
@@ -86,22 +82,14 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
     else:  # electra: losses and metrics live in ReplacedTokenDetector.train_step
         model.compile(optimizer=optimizer, jit_compile=False)
 
-    history_csv = stage_dir / "history.csv"
-    previous = trim_history(history_csv, backed_up_epochs(stage_dir / "backup"))
-    counter = EpochCounter(elapsed_offset=float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0)
-    callbacks = [
-        counter,
-        Perplexity(),
-        keras.callbacks.TerminateOnNaN(),
-        StageCSVLogger(history_csv, append=True),
-    ]
+    after_csv = []
     if cfg.logger.tensorboard:
         tb_dir = stage_dir / "tensorboard"
-        callbacks.append(keras.callbacks.TensorBoard(tb_dir, update_freq="epoch"))
+        after_csv.append(keras.callbacks.TensorBoard(tb_dir, update_freq="epoch"))
         attention = cfg.logger.attention
         if attention.every_n_epochs > 0:
             probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
-            callbacks.append(
+            after_csv.append(
                 AttentionLogger(
                     tb_dir / "attention",
                     vectorizer,
@@ -114,7 +102,7 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
                 )
             )
         if pcfg.probe_texts:
-            callbacks.append(
+            after_csv.append(
                 FillMaskLogger(
                     tb_dir / "fill_mask",
                     vectorizer,
@@ -123,26 +111,23 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
                     truncation=cfg.data.truncation,
                 )
             )
-    callbacks.append(ResumableBackup(stage_dir / "backup", history_csv))
-
-    start = time.perf_counter()
-    with expected_end_of_data():
-        history = model.fit(
-            dataset,
-            epochs=int(pcfg.epochs),
-            callbacks=callbacks,
-            shuffle=False,  # tf.data reshuffles every epoch with the seed
-            verbose="auto" if _isatty() else 2,
-        )
-    seconds_now = time.perf_counter() - start
-    losses = history.history.get("loss", [])
-    if losses and not all(np.isfinite(losses)):
+    fit = fit_resumably(
+        model,
+        dataset,
+        stage_dir,
+        previous_epochs(stage_dir),
+        before_csv=[Perplexity()],
+        after_csv=after_csv,
+        csv_logger=StageCSVLogger,
+        epochs=int(pcfg.epochs),
+    )
+    if fit.history.history.get("loss") and not fit.finite:
         raise UserError(
             f"pretraining diverged: the {pcfg.objective} loss became NaN/inf with pretrain.lr={pcfg.lr}; "
             "try a smaller pretrain.lr"
         )
     save_model_atomic(model, stage_dir / MODEL_FILE)
-    rows = read_history(history_csv)
+    rows = read_history(stage_dir / "history.csv")
     last = rows[-1] if rows else {}
     return {
         "objective": str(pcfg.objective),
@@ -152,18 +137,13 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
         "masked_accuracy": _float(last.get("masked_accuracy")),
         "replaced_accuracy": _float(last.get("replaced_accuracy")),
         "perplexity": _float(last.get("perplexity")),
-        "seconds": round(counter.elapsed_offset + seconds_now, 3),
+        "seconds": round(fit.counter.elapsed_offset + fit.seconds, 3),
         "from": None,
     }
 
 
 def _float(value):
     return None if value in (None, "") else float(value)
-
-
-def _isatty() -> bool:
-
-    return sys.stdout.isatty()
 
 
 def check_pretrained_source(source, cfg, vectorizer) -> dict:

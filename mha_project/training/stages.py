@@ -1,0 +1,320 @@
+"""The stages of ``train(cfg)`` in the order it runs them (``mha_project/training/train.py`` reads as that
+order). A stage that leaves something learned is recorded in ``run.json`` when it finishes, so a resumed run
+starts after the last finished one."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+from omegaconf import DictConfig
+
+from mha_project.analysis.head_view import write_head_view
+from mha_project.analysis.runs import STAGE_DIR as PRETRAIN_DIR
+from mha_project.analysis.runs import load_model_safely
+from mha_project.atomic import write_text_atomic
+from mha_project.data.masking import with_mask_token
+from mha_project.data.pipeline import pipeline_from_cfg
+from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts
+from mha_project.data.vocabulary import make_vectorizer, read_vocabulary, save_vocabulary
+from mha_project.errors import ConfigError, UserError
+from mha_project.model.classifier import build_classifier, model_summary
+from mha_project.model.pretraining import copy_encoder_weights
+from mha_project.training.callbacks import AttentionLogger, BestWeights
+from mha_project.training.distribute import make_strategy, use_logical_cpus
+from mha_project.training.export import export_inference_model
+from mha_project.training.failures import diverged_message
+from mha_project.training.fitting import (
+    compile_classifier,
+    expected_end_of_data,
+    fit_resumably,
+    previous_epochs,
+    save_model_atomic,
+)
+from mha_project.training.history import read_history
+from mha_project.training.hparams import hparams_of
+from mha_project.training.pretraining import check_pretrained_source, run_pretraining, uses_pretraining
+
+log = logging.getLogger(__name__)
+
+BEST_WEIGHTS = Path("checkpoints") / "best.weights.h5"  # inside the run directory
+
+
+def prepare_process(cfg: DictConfig):
+    """Devices, the distribution strategy, seeds, determinism and precision; returns the strategy."""
+    if cfg.trainer.cpu_devices:
+        use_logical_cpus(cfg.trainer.cpu_devices)
+    strategy = make_strategy(cfg.trainer.distribution)
+    replicas = strategy.num_replicas_in_sync
+    if cfg.trainer.batch_size < replicas:
+        raise ConfigError(
+            f"batch_size={cfg.trainer.batch_size} is invalid with {replicas} replicas: the "
+            f"global batch is split across replicas, so it must be >= {replicas}"
+        )
+    if cfg.trainer.distribution != "none":
+        log.info(
+            f"distribution: {cfg.trainer.distribution} · replicas {replicas} · global batch {cfg.trainer.batch_size}"
+        )
+    keras.utils.set_random_seed(cfg.seed)
+    if cfg.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.mixed_precision.set_global_policy(cfg.trainer.precision)
+    return strategy
+
+
+@dataclasses.dataclass
+class Inputs:
+    """What the later stages read: the texts, the vocabulary and the three pipelines."""
+
+    data: TextSplits
+    vectorizer: keras.layers.TextVectorization
+    train: tf.data.Dataset
+    val: tf.data.Dataset
+    test: tf.data.Dataset
+    pretrained_source: dict | None  # pretrain.from's summary, checked against this run
+
+
+def prepare_inputs(cfg: DictConfig, run_dir: Path) -> Inputs:
+    """Load the splits, build (or, resuming, reload) the vocabulary, and batch every split."""
+    data = load_dataset(cfg.data, cfg.seed)
+    log.info(
+        f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
+        f"val {len(data.val_texts)} · test {len(data.test_texts)}"
+    )
+    vocab_file = run_dir / "vocab.txt"
+    if vocab_file.exists():  # resuming: the vocabulary the weights were trained with
+        vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=read_vocabulary(vocab_file))
+    else:
+        source = f"data.path={cfg.data.path}" if cfg.data.name == "folder" else f"data={cfg.data.name}"
+        vectorizer = make_vectorizer(
+            data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed, source=source
+        )
+        if uses_pretraining(cfg):  # a [MASK] id for the masked-LM stage, in place of the least frequent word
+            words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), cfg.data.vocab_size)
+            vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=words)
+    source_summary = None
+    if cfg.pretrain["from"]:
+        source_summary = check_pretrained_source(cfg.pretrain["from"], cfg, vectorizer)
+    if not vocab_file.exists():
+        save_vocabulary(vectorizer, vocab_file)
+
+    def pipeline(texts, labels, shuffle):
+        return pipeline_from_cfg(cfg, texts, labels, vectorizer, shuffle=shuffle)
+
+    return Inputs(
+        data,
+        vectorizer,
+        pipeline(data.train_texts, data.train_labels, True),
+        pipeline(data.val_texts, data.val_labels, False),
+        pipeline(data.test_texts, data.test_labels, False),
+        source_summary,
+    )
+
+
+@dataclasses.dataclass
+class FitPlan:
+    """How the classifier's ``fit`` walks the data: ``rounds`` validations per pass over it."""
+
+    rounds: int
+    epochs: int  # Keras epochs: passes x rounds
+    steps_per_epoch: int
+    repeat: bool  # a Keras epoch is part of a pass: the training pipeline repeats
+
+    @property
+    def total_steps(self) -> int:
+        return self.epochs * self.steps_per_epoch
+
+    def fit_args(self) -> dict:
+        return dict(epochs=self.epochs, steps_per_epoch=self.steps_per_epoch if self.repeat else None)
+
+
+def plan_fit(cfg: DictConfig, inputs: Inputs) -> FitPlan:
+    """The schedule's length from the pipeline's exact batch count (it counts its bucketed batches), so
+    the learning rate reaches 0 where training ends."""
+    rounds = cfg.trainer.validations_per_epoch
+    batches = int(inputs.train.cardinality())
+    if rounds > batches:
+        raise ConfigError(
+            f"trainer.validations_per_epoch={rounds} is invalid: one pass over {len(inputs.data.train_texts)} "
+            f"training texts is {batches} batches of up to {cfg.trainer.batch_size}, so at most {batches} "
+            "validations fit"
+        )
+    # Keras validates once per "epoch": with several rounds, a Keras epoch is 1/rounds of a repeated pass.
+    return FitPlan(rounds, cfg.trainer.epochs * rounds, math.ceil(batches / rounds), repeat=rounds > 1)
+
+
+def pretrain_stage(cfg: DictConfig, run_dir: Path, record, inputs: Inputs, strategy) -> Path | None:
+    """The masked-LM or ELECTRA stage (or ``pretrain.from``'s); returns the masked LM the classifier's
+    encoder starts from, if any."""
+    if not record.done("pretrained"):
+        summary = inputs.pretrained_source
+        if cfg.pretrain.objective != "none":
+            texts = inputs.data.train_texts  # the training split only: never validation or test
+            if cfg.pretrain.extra_unlabeled:
+                unlabeled = load_unlabeled_texts(cfg.data)
+                log.info(f"pretraining also on {len(unlabeled)} unlabeled texts")
+                texts = concat_texts(texts, unlabeled)
+            with strategy.scope():
+                summary = run_pretraining(cfg, run_dir / PRETRAIN_DIR, inputs.vectorizer, texts)
+        record.finish_stage("pretrained", pretrain=summary)
+    if cfg.pretrain.objective != "none":
+        return run_dir / PRETRAIN_DIR / "model.keras"
+    if cfg.pretrain["from"]:
+        return Path(cfg.pretrain["from"]) / PRETRAIN_DIR / "model.keras"
+    return None
+
+
+def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: FitPlan, pretrained_from):
+    """The compiled classifier, its encoder copied from ``pretrained_from`` when given; writes its summary."""
+    if uses_pretraining(cfg):
+        # The classifier's own initial weights must not depend on whether the stage ran in this process
+        # (a resume after it) or how much randomness it used; runs without it are untouched.
+        keras.utils.set_random_seed(cfg.seed)
+    with strategy.scope():
+        model = build_classifier(cfg.model, inputs.vectorizer.vocabulary_size(), inputs.data.num_classes)
+        compile_classifier(model, cfg.trainer, plan.total_steps)
+        if pretrained_from is not None:
+            copied = copy_encoder_weights(load_model_safely(pretrained_from), model)
+            log.info(f"encoder initialised from {pretrained_from}: {', '.join(copied)}")
+    summary = model_summary(model)
+    write_text_atomic(run_dir / "model_summary.txt", summary)
+    log.info("model:\n" + summary)
+    return model
+
+
+def probes_of(cfg: DictConfig, data: TextSplits) -> tuple[list[str], list | None]:
+    """The texts whose attention is logged and drawn, and their labels when they come from validation."""
+    attention = cfg.logger.attention
+    if attention.probe_texts:
+        return list(attention.probe_texts), None
+    return data.val_texts[: attention.num_probes], data.val_labels[: attention.num_probes]
+
+
+def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, plan: FitPlan) -> None:
+    """``fit`` with early stopping and the best weights kept; records the ``trained`` stage."""
+    best_weights = run_dir / BEST_WEIGHTS
+    best_weights.parent.mkdir(exist_ok=True)
+    previous = previous_epochs(run_dir)
+    before_csv = [
+        BestWeights(best_weights, monitor="val_accuracy", initial_best=best_of(previous, "val_accuracy")),
+        keras.callbacks.EarlyStopping(
+            monitor="val_accuracy",
+            mode="max",
+            patience=cfg.trainer.early_stopping_patience * plan.rounds,
+            # No restore_best_weights: BestWeights keeps the best epoch on disk (it survives a resume),
+            # and the test loads it from there; one copy of the best weights, not two.
+            # Patience counts from the end of the learning-rate warm-up: with epochs=1000 the warm-up
+            # alone is 100 epochs, and validation accuracy rises slowly while the rate is tiny.
+            start_from_epoch=int(cfg.trainer.warmup_fraction * plan.epochs),
+        ),
+    ]
+    after_csv = []
+    if cfg.logger.tensorboard:
+        profile = tuple(cfg.logger.get("profile_batches") or ()) or 0  # (start, stop) batches, 0 = off
+        tensorboard = keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch", profile_batch=profile)
+        after_csv.append(tensorboard)
+        attention = cfg.logger.attention
+        if attention.every_n_epochs > 0:
+            probes, labels = probes_of(cfg, inputs.data)
+            after_csv.append(
+                AttentionLogger(
+                    run_dir / "tensorboard" / "attention",
+                    inputs.vectorizer,
+                    probes,
+                    cfg.data.seq_len,
+                    attention.every_n_epochs,
+                    truncation=cfg.data.truncation,
+                    labels=labels,
+                    class_names=inputs.data.class_names,
+                    max_tokens=attention.max_tokens,
+                )
+            )
+    train_ds = inputs.train.repeat() if plan.repeat else inputs.train
+    fit = fit_resumably(
+        model,
+        train_ds,
+        run_dir,
+        previous,
+        before_csv=before_csv,
+        after_csv=after_csv,
+        rounds=plan.rounds,
+        validation_data=inputs.val,
+        **plan.fit_args(),
+    )
+    if not fit.finite:
+        raise UserError(diverged_message(cfg, fit.counter, best_weights, plan.rounds))
+    rows = read_history(run_dir / "history.csv")
+    epochs_run = (max(int(r["epoch"]) for r in rows) + 1 if rows else fit.counter.last_epoch) / plan.rounds
+    passes_now = len(fit.history.history["loss"]) / plan.rounds  # passes over the training data in this process
+    record.finish_stage(
+        "trained",
+        epochs_run=int(epochs_run) if float(epochs_run).is_integer() else round(epochs_run, 3),
+        best_val_accuracy=best_of(rows, "val_accuracy"),
+        train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
+        train_examples_per_second=round(len(inputs.data.train_texts) * passes_now / max(fit.seconds, 1e-9), 1),
+    )
+
+
+def test_save_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs) -> None:
+    """Test the best epoch once, save ``model.keras``, export the raw-string SavedModel: one stage each."""
+    if (run_dir / BEST_WEIGHTS).exists():
+        model.load_weights(run_dir / BEST_WEIGHTS)  # test the epoch that was best on validation
+    if not record.done("tested"):
+        with expected_end_of_data():
+            test_loss, test_accuracy = model.evaluate(inputs.test, verbose=0)
+        record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
+    if not record.done("saved"):
+        save_model_atomic(model, run_dir / "model.keras")
+        record.finish_stage("saved")
+    if not record.done("exported"):
+        export_inference_model(model, inputs.vectorizer, cfg.data.seq_len, run_dir / "export", cfg.data.truncation)
+        record.finish_stage("exported")
+
+
+def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs) -> None:
+    """``attention.html``: the interactive head view of the probes (``mha_project/analysis/head_view.py``)."""
+    probes, _ = probes_of(cfg, inputs.data)
+    if not (cfg.logger.attention.html and probes):
+        return
+    write_head_view(
+        run_dir / "attention.html",
+        model,
+        inputs.vectorizer,
+        probes,
+        cfg.data.seq_len,
+        inputs.data.class_names,
+        truncation=cfg.data.truncation,
+        title=f"{run_dir.name}: {cfg.model.num_layers} layer(s) x {cfg.model.num_heads} heads, {inputs.data.name}",
+    )
+
+
+def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
+    """``metrics.json``: what the finished stages recorded, and what the run was."""
+    results = record.results
+    return {
+        "test_accuracy": results["test_accuracy"],
+        "test_loss": results["test_loss"],
+        "best_val_accuracy": results["best_val_accuracy"],
+        "epochs_run": results["epochs_run"],
+        "train_seconds": results["train_seconds"],
+        "train_examples_per_second": results["train_examples_per_second"],
+        "params": int(model.count_params()),
+        "dataset": data.name,
+        "num_classes": data.num_classes,
+        "class_names": data.class_names,
+        "train_examples": len(data.train_texts),
+        "val_examples": len(data.val_texts),
+        "test_examples": len(data.test_texts),
+        "data_fingerprint": data.fingerprints(),  # evaluate.py warns when the splits differ from these
+        "hparams": hparams_of(cfg),
+        "pretrain": results.get("pretrain"),
+    }
+
+
+def best_of(rows: list[dict], key: str):
+    values = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+    return max(values) if values else None
