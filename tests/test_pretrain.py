@@ -312,7 +312,7 @@ def read_rows(path):
 @pytest.fixture(scope="module")
 def pretrained_run(tmp_path_factory):
     """A tiny pretrain -> fine-tune run, in process, with a spy on the copy into the classifier."""
-    import mha_project.training.train as pretrain  # where train() looks up copy_encoder_weights
+    import mha_project.training.stages as pretrain  # where train() looks up copy_encoder_weights
     from mha_project.training.train import train
 
     run_dir = tmp_path_factory.mktemp("pretrain") / "run"

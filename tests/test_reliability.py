@@ -104,6 +104,7 @@ def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_f
     # Issue case: the failure handler's own TensorBoard write raised on the full disk and hid the real failure.
     import errno
 
+    import mha_project.training.stages
     import mha_project.training.train
     from conftest import compose_cfg
     from mha_project.errors import UserError
@@ -113,7 +114,7 @@ def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_f
 
     run_dir = tmp_path / "run"
     cfg = compose_cfg(*TINY, "logger.attention.every_n_epochs=0")
-    monkeypatch.setattr(mha_project.training.train, "export_inference_model", no_space)
+    monkeypatch.setattr(mha_project.training.stages, "export_inference_model", no_space)
     monkeypatch.setattr(mha_project.training.train, "write_session_end", no_space)
     with pytest.raises(UserError, match="no space left on device while exporting the SavedModel") as err:
         mha_project.training.train.train(cfg, run_dir)
