@@ -48,6 +48,24 @@ PRETRAIN_KEYS = (
 UNLABELED_DATASETS = ("imdb", "folder")  # datasets with an unlabeled split (pretrain.extra_unlabeled)
 
 
+# The command-line shortcuts (`python scripts/train.py heads=8`) and the keys each one sets, through the
+# interpolations in configs/ (`model.num_heads: ${heads}`). The one list: the schema's fields, the HParams
+# names and the README's list are checked against it (tests/test_config.py).
+SHORTCUTS = {
+    "heads": ("model.num_heads",),
+    "key_dim": ("model.key_dim",),
+    "value_dim": ("model.value_dim",),
+    "dropout": ("model.dropout",),
+    "layers": ("model.num_layers",),
+    "embed_dim": ("model.embed_dim",),
+    "ff_dim": ("model.ff_dim",),
+    "seq_len": ("data.seq_len", "model.max_len"),
+    "epochs": ("trainer.epochs",),
+    "batch_size": ("trainer.batch_size",),
+    "lr": ("trainer.lr",),
+}
+
+
 # The schema holds types only: every value lives in configs/ (one place), and a key missing there is an
 # error (MISSING) rather than a silent second default.
 @dataclass

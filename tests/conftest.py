@@ -1,9 +1,11 @@
+import functools
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -25,6 +27,17 @@ def compose_cfg(*overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return compose("train", overrides=list(overrides))
+
+
+@functools.cache
+def _tiny_model_section() -> dict:
+    return OmegaConf.to_container(compose_cfg(*TINY).model, resolve=True)
+
+
+def small_model_config(**changes):
+    """The model section of ``debug=tiny`` (configs/debug/tiny.yaml, composed as the CLI composes it) with
+    ``changes`` on top: the one small model definition the in-process tests build on."""
+    return OmegaConf.create({**_tiny_model_section(), **changes})
 
 
 def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subprocess.CompletedProcess:

@@ -1,3 +1,6 @@
+import dataclasses
+import re
+
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -33,32 +36,29 @@ def test_every_option_of_every_group_composes(group):
         assert cfg.model.num_heads >= 1
 
 
-def test_shortcuts_flow_into_groups():
-    cfg = compose_train(
-        "heads=8",
-        "key_dim=32",
-        "dropout=0.2",
-        "value_dim=16",
-        "layers=3",
-        "embed_dim=48",
-        "ff_dim=96",
-        "seq_len=77",
-        "epochs=5",
-        "batch_size=8",
-        "lr=0.01",
-    )
-    m, t = cfg.model, cfg.trainer
-    assert (m.num_heads, m.key_dim, m.value_dim, m.dropout, m.num_layers, m.embed_dim, m.ff_dim, m.max_len) == (
-        8,
-        32,
-        16,
-        0.2,
-        3,
-        48,
-        96,
-        77,
-    )
-    assert (t.epochs, t.batch_size, t.lr, cfg.data.seq_len) == (5, 8, 0.01, 77)
+def test_every_shortcut_sets_the_keys_the_one_map_names():
+    from mha_project.config import SHORTCUTS, TrainConfig
+
+    values = {"heads": 8, "key_dim": 32, "value_dim": 16, "dropout": 0.2, "layers": 3, "embed_dim": 48}
+    values |= {"ff_dim": 96, "seq_len": 77, "epochs": 5, "batch_size": 8, "lr": 0.01}
+    assert set(values) == set(SHORTCUTS)
+    cfg = compose_train(*(f"{k}={v}" for k, v in values.items()))
+    for shortcut, keys in SHORTCUTS.items():
+        for key in keys:
+            assert OmegaConf.select(cfg, key) == values[shortcut], (shortcut, key)
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(SHORTCUTS) <= fields  # the schema types each shortcut
+
+
+def test_the_hparams_names_and_the_readme_list_follow_the_shortcut_map():
+    from mha_project.config import SHORTCUTS
+    from mha_project.training.hparams import HPARAM_PATHS
+
+    assert all(HPARAM_PATHS[name] == keys[0] for name, keys in SHORTCUTS.items())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = readme.split("Shortcuts you type without a group prefix:")[1].split(". Other knobs")[0]
+    names = {n.strip("` \n") for n in re.sub(r"\([^)]*\)", "", listed).split(",")}
+    assert names == set(SHORTCUTS) | {"seed", "deterministic", "overwrite"}
 
 
 def test_shortcuts_reach_the_multi_head_attention_layers():

@@ -2,8 +2,8 @@ import keras
 import numpy as np
 import pytest
 from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
-from omegaconf import OmegaConf
 
+from conftest import small_model_config
 from mha_project.analysis.attention import attention_scores
 from mha_project.model.classifier import build_classifier, encoder_blocks, model_summary
 from mha_project.model.heads import MaskedMeanPooling
@@ -11,21 +11,7 @@ from mha_project.model.layers import EncoderBlock, RotaryMultiHeadAttention, Tok
 
 
 def model_cfg(**kw):
-    base = dict(
-        max_len=12,
-        embed_dim=16,
-        num_layers=2,
-        num_heads=4,
-        key_dim=8,
-        value_dim=None,
-        ff_dim=32,
-        dropout=0.1,
-        activation="gelu",
-        use_bias=True,
-        norm_first=False,
-    )
-    base.update(kw)
-    return OmegaConf.create(base)
+    return small_model_config(max_len=12, num_layers=2, num_heads=4, ff_dim=32, dropout=0.1, **kw)
 
 
 IDS = np.array([[5, 6, 7, 8, 0, 0], [3, 4, 0, 0, 0, 0], [9, 9, 9, 9, 9, 9]], dtype="int32")

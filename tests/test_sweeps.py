@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import QUIET, TINY, run_script
+from conftest import QUIET, TINY, run_script, small_model_config
 from mha_project.analysis.head_importance import head_importance, masked_copy, set_head_mask
 from mha_project.analysis.report import collect_jobs
 from mha_project.model.classifier import build_classifier, encoder_blocks
@@ -115,21 +115,7 @@ def test_report_without_repeated_seeds_has_no_summary(tmp_path):
 
 def tiny_model(heads=3, layers=2):
     keras.utils.set_random_seed(0)
-    cfg = OmegaConf.create(
-        dict(
-            max_len=10,
-            embed_dim=12,
-            num_layers=layers,
-            num_heads=heads,
-            key_dim=4,
-            value_dim=None,
-            ff_dim=16,
-            dropout=0.0,
-            activation="gelu",
-            use_bias=True,
-            norm_first=False,
-        )
-    )
+    cfg = small_model_config(max_len=10, embed_dim=12, num_layers=layers, num_heads=heads, key_dim=4, dropout=0.0)
     return build_classifier(cfg, vocab_size=30, num_classes=2)
 
 

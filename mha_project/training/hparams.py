@@ -21,20 +21,11 @@ from omegaconf import DictConfig, OmegaConf
 from tensorboard.plugins.hparams import api as hp
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary
 
-# name in TensorBoard -> where the trained value lives in the resolved config
-HPARAM_PATHS = {
-    "heads": "model.num_heads",
-    "key_dim": "model.key_dim",
-    "value_dim": "model.value_dim",  # null means key_dim (Keras's default): the effective value is recorded
-    "dropout": "model.dropout",
-    "layers": "model.num_layers",
-    "embed_dim": "model.embed_dim",
-    "ff_dim": "model.ff_dim",
-    "seq_len": "data.seq_len",
+from mha_project.config import SHORTCUTS
+
+# name in TensorBoard -> where the trained value lives in the resolved config: every shortcut, then the rest
+HPARAM_PATHS = {name: keys[0] for name, keys in SHORTCUTS.items()} | {
     "truncation": "data.truncation",
-    "batch_size": "trainer.batch_size",
-    "lr": "trainer.lr",
-    "epochs": "trainer.epochs",
     "seed": "seed",
     "dataset": "data.name",
     "embedding_norm": "model.embedding_norm",
@@ -58,21 +49,8 @@ INT_HPARAMS = {
 }
 
 
-# The command-line shortcuts of configs/train.yaml (each sets the key of the same name above).
-SHORTCUTS = {
-    "heads",
-    "key_dim",
-    "value_dim",
-    "dropout",
-    "layers",
-    "embed_dim",
-    "ff_dim",
-    "seq_len",
-    "batch_size",
-    "lr",
-    "epochs",
-    "seed",
-}
+# What a sweep's override may be called on the command line: a shortcut, or the seed.
+COMMAND_LINE_NAMES = set(SHORTCUTS) | {"seed"}
 
 
 # Final metrics (scalars written by log_final_metrics) and the live validation accuracy of Keras's
@@ -91,7 +69,7 @@ def hparams_of(cfg: DictConfig) -> dict:
 def name_of_override_key(key: str) -> str | None:
     """``heads`` or ``model.num_heads`` -> ``heads``; keys that are not recorded -> None."""
     key = key.lstrip("+~")
-    if key in SHORTCUTS:
+    if key in COMMAND_LINE_NAMES:
         return key
     for name, path in HPARAM_PATHS.items():
         if key == path:

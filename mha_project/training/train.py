@@ -100,23 +100,24 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
         write_session_end(run_dir / "tensorboard", success=True, metrics=metrics)
     write_json_atomic(run_dir / "metrics.json", metrics)  # marks the run as finished
     record.finish_stage("finished")
-    log.info(f"run dir: {run_dir}")
-    log.info(
-        f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
-        f"{metrics['epochs_run']} epochs, {metrics['train_seconds']:.1f}s)"
-    )
+    _log_result(run_dir, metrics)
     return metrics
 
 
 def _already_finished(run_dir: Path) -> dict:
     metrics = json.loads((run_dir / "metrics.json").read_text())
     _stop_logging_into(run_dir)  # its train.log is part of the record: nothing happened, nothing is added
-    log.info(f"run dir: {run_dir} (already finished; nothing was changed)")
-    log.info(
-        f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy "
-        f"{metrics['best_val_accuracy']:.4f}, {metrics['epochs_run']} epochs)"
-    )
+    _log_result(run_dir, metrics, finished_before=True)
     return metrics
+
+
+def _log_result(run_dir: Path, metrics: dict, finished_before: bool = False) -> None:
+    log.info(f"run dir: {run_dir}" + (" (already finished; nothing was changed)" if finished_before else ""))
+    seconds = "" if finished_before else f", {metrics['train_seconds']:.1f}s"
+    log.info(
+        f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
+        f"{metrics['epochs_run']} epochs{seconds})"
+    )
 
 
 def _stop_logging_into(run_dir: Path) -> None:
