@@ -119,7 +119,7 @@ def test_cli_overwrite_never_deletes_a_users_files(tmp_path):
         assert "no run of mha-project recorded (checkpoints, metrics.json, tensorboard)" in result.stderr
         assert "add overwrite=true" not in result.stderr
     assert {name: (run_dir / name).read_text() for name in own} == own
-    assert not (run_dir / "run.json").exists()
+    assert not (run_dir / "run.json").exists() and not (run_dir / ".lock").exists()
 
 
 def test_garbage_run_json_is_a_one_line_error(tmp_path):

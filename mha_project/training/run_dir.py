@@ -131,17 +131,16 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
     """Lock ``path`` and check its identity against ``cfg``; raise UserError before writing anything else."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    fd = _lock(path)
+    foreign = _foreign_files(path)
+    if foreign and not (path / IDENTITY_FILE).exists():  # only a directory with run.json is ours to replace
+        raise RunDirRefused(
+            f"{path} already holds files that no run of mha-project recorded ({', '.join(foreign)}); they are "
+            "left alone, also with overwrite=true: use a new hydra.run.dir, or move them out first"
+        )
+    fd = _lock(path)  # after that check: no lock file is left in a directory of someone else's files
     try:
         ident = identity(cfg)
         fp = fingerprint(ident)
-        # With overwrite=true a damaged run.json is simply replaced, as its refusal message says.
-        ours = (path / IDENTITY_FILE).exists()  # only a directory with run.json is ours to replace
-        if not ours and _foreign_files(path):
-            raise RunDirRefused(
-                f"{path} already holds files that no run of mha-project recorded ({', '.join(_foreign_files(path))}); "
-                f"they are left alone, also with overwrite=true: use a new hydra.run.dir, or move them out first"
-            )
         # With overwrite=true a damaged run.json is simply replaced, as its refusal message says.
         stored = None if overwrite else _read_identity(path)
         stale = stored is not None and stored.get("stage") == "started" and not _has_trained_files(path)
