@@ -6,6 +6,9 @@ Two fixes against the seed text: the argument is ``key_dim`` (not ``key_dims``),
 ``return_attention_scores=True`` is an argument of the *call*, not of the constructor.
 """
 
+import mha_project  # noqa: F401  (first: it keeps TensorFlow's start-up lines out of the terminal)
+
+# isort: split
 import keras
 import numpy as np
 

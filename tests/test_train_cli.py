@@ -92,6 +92,10 @@ def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     assert f"[INFO] - test accuracy: {metrics['test_accuracy']:.4f}" in last[1]
     assert f"test accuracy: {metrics['test_accuracy']:.4f}" in (tiny_run / "train.log").read_text()
+    stdout = (tiny_run.parent / "stdout.txt").read_text()
+    for step in (f"python scripts/evaluate.py {tiny_run}", f"python scripts/inspect_attention.py {tiny_run} "):
+        assert step in stdout  # the next commands, with the real run path
+    assert f"open {tiny_run / 'attention.html'} in a browser" in stdout
 
 
 def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):

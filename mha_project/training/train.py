@@ -100,8 +100,22 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
         write_session_end(run_dir / "tensorboard", success=True, metrics=metrics)
     write_json_atomic(run_dir / "metrics.json", metrics)  # marks the run as finished
     record.finish_stage("finished")
+    log.info(next_steps(run_dir, head_view=(run_dir / "attention.html").exists()))
     _log_result(run_dir, metrics)
     return metrics
+
+
+def next_steps(run_dir: Path, head_view: bool) -> str:
+    """What a learner can do with the finished run, with its real path."""
+    lines = [
+        f"python scripts/evaluate.py {run_dir}",
+        f'python scripts/inspect_attention.py {run_dir} "a sentence of your own"',
+        f"python scripts/head_patterns.py {run_dir}",
+        f"tensorboard --logdir {run_dir}",
+    ]
+    if head_view:
+        lines.append(f"open {run_dir / 'attention.html'} in a browser: the interactive head view")
+    return "next:\n  " + "\n  ".join(lines)
 
 
 def _already_finished(run_dir: Path) -> dict:
