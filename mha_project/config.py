@@ -2,8 +2,9 @@
 
 The dataclasses are registered with Hydra's ConfigStore as ``train_schema`` (the first entry of
 ``configs/train.yaml``'s defaults list), so a value of the wrong type (``heads=abc``) is refused by
-Hydra before anything runs. :func:`validate_config` then checks ranges and file-system facts and
-raises :class:`ConfigError` with one line naming the key, the value and what is allowed.
+Hydra before anything runs. Each field's range check stands beside it (``checked(...)``);
+:func:`validate_config` runs them, then the checks that span several keys or the file system, and raises
+:class:`ConfigError` with one line naming the key, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -66,67 +67,86 @@ SHORTCUTS = {
 }
 
 
+def _int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _positive_int(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def checked(ok, allowed: str, shown: str | None = None):
+    """A schema field whose value :func:`validate_config` checks: ``ok(value)`` must hold, ``allowed`` says
+    what may stand there, ``shown`` is the name a user types (default: the shortcut that sets the key, else
+    the key)."""
+    return field(default=MISSING, metadata={"ok": ok, "allowed": allowed, "shown": shown})
+
+
 # The schema holds types only: every value lives in configs/ (one place), and a key missing there is an
 # error (MISSING) rather than a silent second default.
 @dataclass
 class DataConfig:
-    name: str = MISSING
+    name: str = checked(lambda v: v in DATASETS, "one of " + ", ".join(DATASETS), shown="data")
     tfds_name: Optional[str] = MISSING
     path: Optional[str] = MISSING
     data_dir: Optional[str] = MISSING
     download: bool = MISSING
-    val_fraction: float = MISSING
-    limit: Optional[int] = MISSING
-    vocab_size: int = MISSING
-    vocab_sample: Optional[int] = MISSING
-    seq_len: int = MISSING
-    truncation: str = MISSING
+    val_fraction: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
+    limit: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
+    vocab_size: int = checked(lambda v: isinstance(v, int) and v >= 3, "an integer >= 3")
+    vocab_sample: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
+    seq_len: int = checked(_positive_int, "an integer >= 1")
+    truncation: str = checked(lambda v: v in TRUNCATIONS, "one of " + ", ".join(TRUNCATIONS))
     bucketing: bool = MISSING
-    bucket_width: Optional[int] = MISSING
-    shuffle_buffer: Optional[int] = MISSING
+    bucket_width: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
+    shuffle_buffer: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
 
 
 @dataclass
 class ModelConfig:
-    num_heads: int = MISSING
-    key_dim: int = MISSING
-    value_dim: Optional[int] = MISSING
-    dropout: float = MISSING
-    attention_dropout: Optional[float] = MISSING
-    num_layers: int = MISSING
-    embed_dim: int = MISSING
-    ff_dim: int = MISSING
-    max_len: int = MISSING
+    num_heads: int = checked(_positive_int, "an integer >= 1")
+    key_dim: int = checked(_positive_int, "an integer >= 1")
+    value_dim: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
+    dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+    attention_dropout: Optional[float] = checked(lambda v: v is None or 0.0 <= v < 1.0, "null or a number in [0, 1)")
+    num_layers: int = checked(_positive_int, "an integer >= 1")
+    embed_dim: int = checked(_positive_int, "an integer >= 1")
+    ff_dim: int = checked(_positive_int, "an integer >= 1")
+    max_len: int = checked(_positive_int, "an integer >= 1")
     activation: str = MISSING
     use_bias: bool = MISSING
     norm_first: bool = MISSING
-    pooling: str = MISSING
-    embedding_norm: str = MISSING
-    position_encoding: str = MISSING
+    pooling: str = checked(lambda v: v in ("mean", "mean_max", "cls"), "one of mean, mean_max, cls")
+    embedding_norm: str = checked(lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES))
+    position_encoding: str = checked(lambda v: v in POSITION_ENCODINGS, "one of " + ", ".join(POSITION_ENCODINGS))
 
 
 @dataclass
 class TrainerConfig:
-    epochs: int = MISSING
-    batch_size: int = MISSING
-    lr: float = MISSING
-    weight_decay: float = MISSING
-    warmup_fraction: float = MISSING
-    early_stopping_patience: int = MISSING
+    epochs: int = checked(_positive_int, "an integer >= 1")
+    batch_size: int = checked(_positive_int, "an integer >= 1")
+    lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
+    weight_decay: float = checked(lambda v: v >= 0, "a number >= 0")
+    warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
+    early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
     jit_compile: bool = MISSING
-    steps_per_execution: int = MISSING
-    validations_per_epoch: int = MISSING
-    precision: str = MISSING
-    distribution: str = MISSING
-    cpu_devices: Optional[int] = MISSING
+    steps_per_execution: int = checked(_positive_int, "an integer >= 1")
+    validations_per_epoch: int = checked(_positive_int, "an integer >= 1")
+    precision: str = checked(lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS))
+    distribution: str = checked(lambda v: v in DISTRIBUTIONS, "one of " + ", ".join(DISTRIBUTIONS))
+    cpu_devices: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
 
 
 @dataclass
 class AttentionLogConfig:
-    every_n_epochs: int = MISSING
-    num_probes: int = MISSING
+    every_n_epochs: int = checked(lambda v: v >= 0, "an integer >= 0 (0 disables)")
+    num_probes: int = checked(lambda v: _int(v) and v >= 0, "an integer >= 0")
     probe_texts: List[str] = MISSING
-    max_tokens: int = MISSING
+    max_tokens: int = checked(_positive_int, "an integer >= 1")
     html: bool = MISSING
 
 
@@ -135,7 +155,9 @@ class LoggerConfig:
     tensorboard: bool = MISSING
     attention: AttentionLogConfig = field(default_factory=AttentionLogConfig)
     hparams: bool = MISSING
-    profile_batches: List[int] = MISSING
+    profile_batches: List[int] = checked(
+        lambda v: len(v) == 0 or (len(v) == 2 and 1 <= v[0] <= v[1]), "[] or [start, stop] with 1 <= start <= stop"
+    )
 
 
 @dataclass
@@ -158,7 +180,7 @@ class TrainConfig:
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
-    seed: int = MISSING
+    seed: int = checked(lambda v: _int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]")
     deterministic: bool = MISSING
     overwrite: bool = MISSING
     optimized_metric: Optional[str] = MISSING
@@ -170,87 +192,9 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
 
 
-# (key in the composed config, name a user types, check, what is allowed)
-def _int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _positive_int(v):
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-_CHECKS = [
-    ("model.num_heads", "heads", _positive_int, "an integer >= 1"),
-    ("model.key_dim", "key_dim", _positive_int, "an integer >= 1"),
-    ("model.value_dim", "value_dim", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
-    ("model.num_layers", "layers", _positive_int, "an integer >= 1"),
-    ("model.embed_dim", "embed_dim", _positive_int, "an integer >= 1"),
-    ("model.ff_dim", "ff_dim", _positive_int, "an integer >= 1"),
-    ("model.max_len", "seq_len", _positive_int, "an integer >= 1"),
-    ("model.dropout", "dropout", lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
-    (
-        "model.attention_dropout",
-        "model.attention_dropout",
-        lambda v: v is None or 0.0 <= v < 1.0,
-        "null or a number in [0, 1)",
-    ),
-    ("data.bucket_width", "data.bucket_width", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
-    ("data.truncation", "data.truncation", lambda v: v in TRUNCATIONS, "one of " + ", ".join(TRUNCATIONS)),
-    ("trainer.epochs", "epochs", _positive_int, "an integer >= 1"),
-    ("trainer.batch_size", "batch_size", _positive_int, "an integer >= 1"),
-    ("trainer.lr", "lr", lambda v: math.isfinite(v) and v > 0, "a number > 0"),
-    ("trainer.weight_decay", "trainer.weight_decay", lambda v: v >= 0, "a number >= 0"),
-    ("trainer.warmup_fraction", "trainer.warmup_fraction", lambda v: 0 <= v < 1, "a number in [0, 1)"),
-    ("trainer.early_stopping_patience", "trainer.early_stopping_patience", lambda v: v >= 0, "an integer >= 0"),
-    ("trainer.steps_per_execution", "trainer.steps_per_execution", _positive_int, "an integer >= 1"),
-    ("trainer.validations_per_epoch", "trainer.validations_per_epoch", _positive_int, "an integer >= 1"),
-    ("trainer.precision", "trainer.precision", lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS)),
-    (
-        "trainer.distribution",
-        "trainer.distribution",
-        lambda v: v in DISTRIBUTIONS,
-        "one of " + ", ".join(DISTRIBUTIONS),
-    ),
-    ("model.embedding_norm", "model.embedding_norm", lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES)),
-    (
-        "model.position_encoding",
-        "model.position_encoding",
-        lambda v: v in POSITION_ENCODINGS,
-        "one of " + ", ".join(POSITION_ENCODINGS),
-    ),
-    ("model.pooling", "model.pooling", lambda v: v in ("mean", "mean_max", "cls"), "one of mean, mean_max, cls"),
-    ("trainer.cpu_devices", "trainer.cpu_devices", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
-    ("data.name", "data", lambda v: v in DATASETS, "one of " + ", ".join(DATASETS)),
-    ("data.limit", "data.limit", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
-    ("data.val_fraction", "data.val_fraction", lambda v: 0 < v < 1, "a number in (0, 1)"),
-    ("data.vocab_size", "data.vocab_size", lambda v: isinstance(v, int) and v >= 3, "an integer >= 3"),
-    ("data.vocab_sample", "data.vocab_sample", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
-    ("data.shuffle_buffer", "data.shuffle_buffer", lambda v: v is None or _positive_int(v), "null or an integer >= 1"),
-    (
-        "logger.attention.every_n_epochs",
-        "logger.attention.every_n_epochs",
-        lambda v: v >= 0,
-        "an integer >= 0 (0 disables)",
-    ),
-    (
-        "logger.profile_batches",
-        "logger.profile_batches",
-        lambda v: len(v) == 0 or (len(v) == 2 and 1 <= v[0] <= v[1]),
-        "[] or [start, stop] with 1 <= start <= stop",
-    ),
-    ("seed", "seed", lambda v: _int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]"),
-    ("data.seq_len", "data.seq_len", lambda v: _positive_int(v), "an integer >= 1"),
-    (
-        "logger.attention.num_probes",
-        "logger.attention.num_probes",
-        lambda v: _int(v) and v >= 0,
-        "an integer >= 0",
-    ),
-    ("logger.attention.max_tokens", "logger.attention.max_tokens", _positive_int, "an integer >= 1"),
+# The pretrain group is untyped (its key `from` is a Python keyword), so its checks stand here:
+# (key, name a user types, check, what is allowed).
+PRETRAIN_CHECKS = [
     ("pretrain.objective", "pretrain", lambda v: v in OBJECTIVES, "one of " + ", ".join(OBJECTIVES)),
     ("pretrain.epochs", "pretrain.epochs", _positive_int, "an integer >= 1"),
     ("pretrain.batch_size", "pretrain.batch_size", _positive_int, "an integer >= 1"),
@@ -285,7 +229,7 @@ def validate_config(cfg: DictConfig) -> None:
         )
     if OmegaConf.is_missing(cfg.data, "path") and cfg.data.name == "folder":
         raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
-    for key, shown, ok, allowed in _CHECKS:
+    for key, shown, ok, allowed in field_checks(TrainConfig) + PRETRAIN_CHECKS:
         value = OmegaConf.select(cfg, key)
         try:
             good = ok(value)
@@ -383,6 +327,21 @@ def _check_pretrain(cfg: DictConfig) -> None:
         )
     if source is not None and not os.path.isdir(source):
         raise ConfigError(f"pretrain.from={source} does not exist or is not a directory")
+
+
+def field_checks(schema, prefix: str = "") -> list[tuple]:
+    """(key, name a user types, check, what is allowed) of every checked field, nested dataclasses included."""
+    import dataclasses
+
+    out = []
+    for f in dataclasses.fields(schema):
+        key = f"{prefix}{f.name}"
+        if f.metadata.get("ok") is not None:
+            shown = f.metadata["shown"] or next((name for name, keys in SHORTCUTS.items() if key in keys), key)
+            out.append((key, shown, f.metadata["ok"], f.metadata["allowed"]))
+        elif f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
+            out += field_checks(f.default_factory, f"{key}.")
+    return out
 
 
 def unknown_keys(cfg, schema, prefix: str = "") -> list[str]:
