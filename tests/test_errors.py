@@ -258,7 +258,8 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     assert changed.returncode == 0, changed.stderr[-2000:]
     assert "warning: the test split differs from the one this run recorded (16 texts now, 12 then" in changed.stderr
     assert "train split" not in changed.stderr
-    assert len(json.loads(changed.stdout.split("\ntest accuracy")[0])["data_changed"]) == 1
+    report = json.loads(changed.stdout[changed.stdout.index("{") : changed.stdout.rindex("}") + 1])
+    assert len(report["data_changed"]) == 1
     data.rename(tmp_path / "moved")
     for script in ("evaluate.py", "head_importance.py"):
         assert_clean_failure(run_script(script, str(folder_run)), f"data.path={data}, no longer exists")
