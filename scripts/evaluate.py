@@ -9,6 +9,7 @@ import sys
 
 from mha_project.cli import fail
 from mha_project.errors import UserError
+from mha_project.run_dir import check_run_dir
 
 
 def main() -> None:
@@ -16,6 +17,7 @@ def main() -> None:
     parser.add_argument("run_dir", help="a run directory written by scripts/train.py")
     args = parser.parse_args()
     try:
+        check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
         from mha_project.analysis.evaluate import evaluate_run
 
         result = evaluate_run(args.run_dir)

@@ -10,6 +10,7 @@ import argparse
 
 from mha_project.cli import fail
 from mha_project.errors import UserError
+from mha_project.run_dir import check_run_dir
 
 
 def main() -> None:
@@ -18,6 +19,7 @@ def main() -> None:
     parser.add_argument("--out", help="folder for the table and picture (default RUN_DIR/head_importance)")
     args = parser.parse_args()
     try:
+        check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
         from mha_project.analysis.head_importance import run_head_importance
 
         result = run_head_importance(args.run_dir, args.out)

@@ -16,6 +16,7 @@ import json
 
 from mha_project.cli import fail
 from mha_project.errors import UserError
+from mha_project.run_dir import check_run_dir
 
 
 def main() -> None:
@@ -32,6 +33,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     try:
+        check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
         from mha_project.analysis.head_patterns import format_table, run_head_patterns
 
         result = run_head_patterns(args.run_dir, args.texts, args.out, pretrained=args.pretrained)

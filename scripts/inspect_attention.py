@@ -13,6 +13,7 @@ import argparse
 
 from mha_project.cli import fail
 from mha_project.errors import UserError
+from mha_project.run_dir import check_run_dir
 
 
 def main() -> None:
@@ -25,6 +26,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens shown per heatmap axis (default 24)")
     args = parser.parse_args()
     try:
+        check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
         from mha_project.analysis.inspection import inspect_text
 
         result = inspect_text(

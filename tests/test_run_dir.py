@@ -1,4 +1,4 @@
-"""A run directory holds one model: identity checks, the lock, honest resume (mha_project/training/run_dir.py)."""
+"""A run directory holds one model: identity checks, the lock, honest resume (mha_project/run_dir.py)."""
 
 import csv
 import json
@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT, TINY, train_tiny
 from mha_project.errors import UserError
+from mha_project.run_dir import differences, open_run_dir
 from mha_project.training.history import trim_history
-from mha_project.training.run_dir import differences, open_run_dir
 
 FAST = [*TINY, "logger.attention.every_n_epochs=0"]
 RECORD = (

@@ -13,6 +13,7 @@ import mha_project
 from mha_project.data.pipeline import truncation_of
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
 from mha_project.errors import UserError
+from mha_project.run_dir import check_run_dir
 
 STAGE_DIR = "pretrain"
 
@@ -31,9 +32,6 @@ def load_masked_lm(run_dir):
             "or its pretraining has not finished; train one with: python scripts/train.py pretrain=mlm"
         )
     return load_model_safely(path)
-
-
-REQUIRED = ("model.keras", "vocab.txt")
 
 
 @dataclass
@@ -56,33 +54,6 @@ class Run:
     def truncation(self) -> str:
 
         return truncation_of(self.cfg.data)
-
-
-def check_run_dir(path) -> Path:
-    """Raise a one-line UserError unless ``path`` is a finished run directory."""
-    path = Path(path)
-    if not path.is_dir():
-        raise UserError(
-            f"run dir {path} does not exist or is not a directory "
-            "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
-        )
-    if not (path / ".hydra" / "config.yaml").is_file():
-        raise UserError(
-            f"{path} is not a run directory: no .hydra/config.yaml "
-            "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
-        )
-    missing = [name for name in ("metrics.json",) + REQUIRED if not (path / name).is_file()]
-    if missing and (path / "metrics.json").is_file():
-        raise UserError(
-            f"{path} is damaged: it finished, but {', '.join(missing)} is missing; restore the file, or "
-            f"train it again with: python scripts/train.py hydra.run.dir={path} <same overrides> overwrite=true"
-        )
-    if missing:
-        raise UserError(
-            f"{path} is a run that never finished (missing {', '.join(missing)}); "
-            f"resume it with: python scripts/train.py hydra.run.dir={path} <same overrides>"
-        )
-    return path
 
 
 def load_model_safely(path):

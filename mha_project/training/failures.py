@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from mha_project.training.run_dir import STAGES
+from mha_project.run_dir import STAGES
 
 # What each stage does while it runs (run.json's stage is the last one finished).
 STAGE_WORK = {

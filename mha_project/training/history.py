@@ -7,8 +7,8 @@ import csv
 import json
 from pathlib import Path
 
-from mha_project.analysis.runs import check_run_dir
 from mha_project.errors import UserError
+from mha_project.run_dir import check_run_dir
 
 
 def read_history(path: Path) -> list[dict]:

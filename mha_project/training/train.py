@@ -31,11 +31,11 @@ from mha_project.atomic import write_json_atomic, write_text_atomic
 from mha_project.cli import fail
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
+from mha_project.run_dir import open_run_dir
 from mha_project.training import stages
 from mha_project.training.failures import disk_full, disk_full_message, first_line
 from mha_project.training.hparams import write_session_end, write_session_start
 from mha_project.training.hydra_callbacks import REFUSED_JOBS
-from mha_project.training.run_dir import open_run_dir
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     """Train one model as configured; write the run directory; return the metrics dict.
 
-    The run directory is opened through :func:`mha_project.training.run_dir.open_run_dir` first: locked, and
+    The run directory is opened through :func:`mha_project.run_dir.open_run_dir` first: locked, and
     its identity checked against ``cfg`` before anything in it is written. The same config again resumes
     after the last finished stage (or reports a finished run); another config is refused.
     """

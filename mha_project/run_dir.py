@@ -16,6 +16,9 @@ stage. :func:`open_run_dir` checks it before anything in the directory is writte
 * another live process on the same directory: refused (an ``flock`` on ``.lock``; the kernel drops it
   when a process dies, so a killed run never leaves a stale lock).
 
+:func:`check_run_dir` is the reading side's first question (is this a finished run?), standard library
+only, so the analysis scripts answer a wrong path before TensorFlow loads.
+
 Written here because neither Keras nor Hydra has the notion: ``BackupAndRestore`` resumes whatever
 model it is given, and Hydra re-uses a run directory without looking inside."""
 
@@ -32,7 +35,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic
-from mha_project.errors import RunDirRefused
+from mha_project.errors import RunDirRefused, UserError
 
 IDENTITY_FILE = "run.json"
 
@@ -48,6 +51,8 @@ IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
 PRETRAIN_KEY = "pretrain"
 
 
+# What a finished run must hold besides metrics.json for the tools that read it back (analysis/).
+REQUIRED = ("model.keras", "vocab.txt")
 # Stages in order; run.json's "stage" is the last one finished.
 STAGES = ("started", "pretrained", "trained", "tested", "saved", "exported", "finished")
 
@@ -234,3 +239,30 @@ def _flatten(d, prefix: str = "") -> dict:
 
 def _show(v) -> str:
     return "null" if v is None else str(v)
+
+
+def check_run_dir(path) -> Path:
+    """Raise a one-line UserError unless ``path`` is a finished run directory."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(
+            f"run dir {path} does not exist or is not a directory "
+            "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
+        )
+    if not (path / ".hydra" / "config.yaml").is_file():
+        raise UserError(
+            f"{path} is not a run directory: no .hydra/config.yaml "
+            "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
+        )
+    missing = [name for name in ("metrics.json",) + REQUIRED if not (path / name).is_file()]
+    if missing and (path / "metrics.json").is_file():
+        raise UserError(
+            f"{path} is damaged: it finished, but {', '.join(missing)} is missing; restore the file, or "
+            f"train it again with: python scripts/train.py hydra.run.dir={path} <same overrides> overwrite=true"
+        )
+    if missing:
+        raise UserError(
+            f"{path} is a run that never finished (missing {', '.join(missing)}); "
+            f"resume it with: python scripts/train.py hydra.run.dir={path} <same overrides>"
+        )
+    return path
