@@ -60,7 +60,6 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     Interleaving matters on a shared CPU: speed drifts by 2x within minutes here, and timing all of (a)
     and then all of (b) would turn that drift into a fake ratio. The fastest round of each is reported.
     """
-
     data = load_dataset(cfg.data, cfg.seed)
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
     vocab_size = vectorizer.vocabulary_size()
@@ -163,7 +162,6 @@ def padded_lengths(lengths, seq_len: int, bucket_width: int | None = None) -> np
     >>> padded_lengths(np.array([3, 16, 17, 100, 200]), seq_len=256, bucket_width=64).tolist()
     [16, 16, 32, 128, 256]
     """
-
     bounds = np.asarray(bucket_boundaries(seq_len, bucket_width), "int64")
     return bounds[np.searchsorted(bounds, np.minimum(lengths, seq_len), side="left")]
 
@@ -231,7 +229,6 @@ def recipe_arrays(rows: list[np.ndarray], maxlen: int) -> np.ndarray:
     >>> recipe_arrays([np.array([1, 2, 3]), np.array([4])], maxlen=2).tolist()
     [[2, 3], [0, 4]]
     """
-
     return keras.utils.pad_sequences([list(r) for r in rows], maxlen=maxlen).astype("int32")
 
 
@@ -248,7 +245,6 @@ def run_time_to_accuracy(
     speed flips by 2x within a minute, so one run's ratio depends on which side's rounds landed in
     the slow phase; the median of a few repeats in one process is the figure to quote.
     """
-
     data = load_dataset(cfg.data, cfg.seed)
     # Tokenising is done once for each side, before any clock starts.
     recipe_vectorizer = make_vectorizer(data.train_texts, RECIPE["vocab_size"])
@@ -295,7 +291,6 @@ SIDES = ("keras_io_recipe", "project")
 
 def _race_to_accuracy(cfg, data, recipe_inputs, project_inputs, vectorizer, target, round_fraction, max_rounds):
     """One run of :func:`run_time_to_accuracy`: fresh models, both sides' rounds, one report."""
-
     n = len(data.train_texts)
     train_labels, val_labels = np.asarray(data.train_labels), np.asarray(data.val_labels)
     rounds_per_epoch = max(1, round(1 / round_fraction))
@@ -407,7 +402,6 @@ def run_memory_probe(cfg, steps: int = 200) -> dict:
     """What ``train.py`` holds in memory for ``cfg``'s data: load the splits, build the vocabulary
     (``data.vocab_sample``) and the training pipeline (its first pass tokenises and caches every text),
     then train ``steps`` batches. Reports peak RSS after each stage and training examples/s."""
-
     peak = {}
     start = time.perf_counter()
     data = load_dataset(cfg.data, cfg.seed)

@@ -171,7 +171,6 @@ def open_run_dir(path, cfg: DictConfig, overwrite: bool = False) -> RunRecord:
 
 
 def _lock(path: Path) -> int:
-
     fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -88,7 +88,6 @@ def attention_scores(model, token_ids: np.ndarray) -> list[np.ndarray]:
     Runs the trained layers themselves (inference mode). Rows of real tokens sum to 1; columns and
     rows of padding are 0.
     """
-
     ids = ops.convert_to_tensor(np.asarray(token_ids, dtype="int32"))
     embedding = model.get_layer("embedding")
     mask = embedding.compute_mask(ids)

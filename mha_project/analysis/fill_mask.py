@@ -21,7 +21,6 @@ from mha_project.errors import UserError
 def encode_masked_text(text: str, vectorizer, seq_len: int, truncation: str = "head") -> np.ndarray:
     """Token ids of ``text`` with each ``[MASK]`` (any letter case) as the mask id; truncated to seq_len
     as training truncates (``data.truncation``)."""
-
     pieces = re.split(r"\[mask\]", text, flags=re.IGNORECASE)
     if len(pieces) == 1:
         raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
@@ -65,7 +64,6 @@ def perplexity(loss: float) -> float:
 
 def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
     """:func:`fill_mask` with a run directory's masked LM, vocabulary and seq_len."""
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"run dir {run_dir} does not exist or is not a directory")

@@ -23,7 +23,6 @@ from mha_project.model.classifier import encoder_blocks
 
 def masked_copy(model):
     """A structurally identical copy with the same weights (keras.models.clone_model)."""
-
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
     return copy
@@ -64,7 +63,6 @@ def head_importance(model, dataset) -> dict:
 
 
 def importance_figure(result: dict, title: str):
-
     drop = result["drop_without_head"]
     only = result["only_head"]
     layers, heads = drop.shape
@@ -95,7 +93,6 @@ def importance_figure(result: dict, title: str):
 
 
 def run_head_importance(run_dir, out=None) -> dict:
-
     run = load_run(run_dir)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
     val = pipeline_from_cfg(run.cfg, data.val_texts, data.val_labels, run.vectorizer, shuffle=False)

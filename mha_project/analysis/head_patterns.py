@@ -141,7 +141,6 @@ def model_head_patterns(
     Texts are batched by length (sorted), so little padding is computed; the statistics are means over
     all real query rows of all texts, weighted per row.
     """
-
     rows = [r for r in encode(texts, vectorizer, seq_len, truncation) if len(r) > 0]
     rows.sort(key=len)
     cls = has_cls_token(model)
@@ -258,7 +257,6 @@ def format_table(heads: list[dict]) -> str:
 
 def patterns_figure(heads: list[dict], title: str):
     """One small heatmap (layers x heads) per statistic, values written in; labels on the first panel."""
-
     layers = max(r["layer"] for r in heads) + 1
     n_heads = max(r["head"] for r in heads) + 1
     fig, axes = plt.subplots(
@@ -304,7 +302,6 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     heads of the run's masked language model as pretraining left them (RUN_DIR/pretrain/model.keras), into
     RUN_DIR/pretrain/head_patterns/ and RUN_DIR/pretrain/tensorboard/head_patterns/.
     """
-
     if num_texts < 1:
         raise UserError(f"--texts={num_texts} is invalid: must be an integer >= 1")
     run = load_run(run_dir)

@@ -81,7 +81,6 @@ def write_head_view(
     path, model, vectorizer, texts, seq_len: int, class_names=None, title: str = "", truncation: str = "head"
 ) -> Path:
     """Compute the attention of ``model`` on ``texts`` and write the page to ``path`` (atomically)."""
-
     texts = [t for t, row in zip(texts, encode(list(texts), vectorizer, seq_len, truncation)) if len(row) > 0]
     if not texts:
         return None

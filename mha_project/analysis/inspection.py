@@ -120,6 +120,5 @@ def inspect_text(
 
 def _slug(text: str) -> str:
     """A file-name-safe stem; a short hash keeps texts with the same readable part (emoji only, say) apart."""
-
     keep = "".join(ch if ch.isalnum() else "_" for ch in text.strip()[:40]).strip("_") or "text"
     return f"{keep}_{hashlib.sha1(text.encode()).hexdigest()[:6]}"

@@ -111,7 +111,6 @@ def seed_summary(jobs: list[dict], seed_key: str = "seed") -> tuple[list[str], l
     One seed's accuracy on a few hundred validation examples moves by a point or two, so a sweep that
     repeats seeds is read by its means and spreads, not by its single best job.
     """
-
     keys = [k for k in swept_keys(jobs) if k != seed_key]
     groups: dict = {}
     for job in jobs:
@@ -170,7 +169,6 @@ def plot(
     metrics: tuple[str, ...] = ("best_val_accuracy", "test_accuracy"),
 ) -> bool:
     """Accuracy against heads, one line per key_dim, one panel per metric; mean and min-max band over seeds."""
-
     finished = [j for j in jobs if j["status"] == "finished" and j.get(metrics[0]) is not None]
     if not finished or not any(x_key in j["overrides"] for j in finished):
         return False

@@ -24,7 +24,6 @@ MODEL_FILE = "model.keras"
 def load_masked_lm(run_dir):
     """The model saved by a run's pretraining stage (``RUN_DIR/pretrain/model.keras``): a
     :class:`MaskedLanguageModel` or a :class:`ReplacedTokenDetector` (whose ``generator`` fills masks)."""
-
     path = Path(run_dir) / STAGE_DIR / MODEL_FILE
     if not path.is_file():
         raise UserError(
@@ -58,7 +57,6 @@ class Run:
 
 def load_model_safely(path):
     """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
-
     mha_project.register_keras_objects()  # Keras finds the project's classes by their registered names
     try:
         return keras.saving.load_model(path, safe_mode=True)
@@ -82,7 +80,6 @@ def _damaged(path, err) -> UserError:
 
 
 def load_run(path) -> Run:
-
     path = check_run_dir(path)
     try:
         cfg = OmegaConf.load(path / ".hydra" / "config.yaml")

@@ -33,7 +33,6 @@ def write_attention_summaries(
 
     ``classify=False`` (a masked language model): attention only, no predicted class per probe.
     """
-
     scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
     probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0) if classify else None
     with writer.as_default(step=step):
@@ -72,7 +71,6 @@ def _class_name(index: int, class_names) -> str:
 
 
 def _stack(images):
-
     height = max(int(i.shape[0]) for i in images)
     width = max(int(i.shape[1]) for i in images)
     return tf.stack([tf.image.pad_to_bounding_box(i, 0, 0, height, width) for i in images])

@@ -45,7 +45,6 @@ def mask_batch(ids, seed, rate: float, mask_id: int):
         chosen positions (P = the most chosen in any row); the original ids there; 1.0 where a
         position was chosen, 0.0 where a row has fewer than P.
     """
-
     ids = tf.cast(ids, tf.int32)
     seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), num=4)
     real = ids != 0

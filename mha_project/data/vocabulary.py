@@ -24,7 +24,6 @@ def make_vectorizer(
     Output is ragged: every text keeps its own length; padding happens per batch in the pipeline.
     ``source`` names the texts in the error raised when they hold no word at all.
     """
-
     vectorizer = keras.layers.TextVectorization(
         max_tokens=vocab_size, output_mode="int", ragged=True, vocabulary=vocabulary
     )

@@ -140,7 +140,6 @@ class MaskedLanguageModel(PretrainingEncoder):
         self.built = True
 
     def call(self, inputs, training=None):
-
         x = self.encode(inputs["token_ids"], training=training)
         positions = ops.cast(inputs["mask_positions"], "int32")
         if self.config_values["cls_token"]:
@@ -264,7 +263,6 @@ class ReplacedTokenDetector(PretrainingEncoder):
         return self.discriminate(inputs["token_ids"], training=training)
 
     def train_step(self, data):
-
         inputs, targets, weights = data
         real = inputs["token_ids"] != 0
         with tf.GradientTape() as tape:
@@ -302,7 +300,6 @@ def replace_with_samples(inputs, targets, weights, sampled):
     ``mask_positions`` ``(batch, P)``; ``targets`` the original ids there; ``weights`` 1.0 at chosen
     positions; ``sampled`` ``(batch, P)`` the generator's words.
     """
-
     masked = tf.cast(inputs["token_ids"], tf.int32)
     positions = tf.cast(inputs["mask_positions"], tf.int32)
     shape = tf.shape(masked)

@@ -101,7 +101,6 @@ class FillMaskLogger(keras.callbacks.Callback):
         self.top_k = top_k
 
     def on_epoch_end(self, epoch, logs=None):
-
         with self.writer.as_default(step=epoch + 1):
             for k, text in enumerate(self.texts):
                 filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k, self.truncation)

@@ -12,7 +12,6 @@ from mha_project.errors import ConfigError
 
 
 def make_strategy(name: str):
-
     if name == "none":
         return tf.distribute.get_strategy()  # the default (no-op) strategy
     if name == "mirrored":
@@ -30,6 +29,5 @@ def make_strategy(name: str):
 
 def use_logical_cpus(count: int) -> None:
     """Split the CPU into ``count`` logical devices (must run before TensorFlow initialises devices)."""
-
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)

@@ -15,7 +15,6 @@ from mha_project.data.pipeline import truncate_token_ids
 def export_inference_model(model, vectorizer, seq_len: int, path: Path, truncation: str = "head") -> None:
     """SavedModel taking raw strings (shape (batch,)) and returning class probabilities; it tokenises and
     truncates (``data.truncation``) exactly as training did."""
-
     text_to_ids = keras.layers.TextVectorization(
         output_mode="int",
         ragged=True,

@@ -19,14 +19,12 @@ from mha_project.training.schedules import WarmupCosine
 
 def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int):
     """A linear warm-up over ``warmup_fraction`` of ``total_steps``, then cosine decay to 0."""
-
     warmup_steps = int(warmup_fraction * total_steps)
     return WarmupCosine(peak=lr, warmup_steps=warmup_steps, decay_steps=total_steps - warmup_steps)
 
 
 def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
     """AdamW (clipped gradients) with a linear warm-up then cosine decay to 0 over ``total_steps``."""
-
     schedule = warmup_cosine(trainer_cfg.lr, trainer_cfg.warmup_fraction, total_steps)
     model.compile(
         optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0),
@@ -45,7 +43,6 @@ def create_training_variables(model) -> None:
     ``tf.function`` traces a function that creates variables twice (only the first call may create
     them): tracing this project's train step costs 2 to 4 s on a 2-core CPU, once per ``fit``.
     """
-
     model.optimizer.build(model.trainable_variables)
     num_classes = int(model.output_shape[-1])
     model.compute_metrics(None, np.zeros((1,), "int32"), np.full((1, num_classes), 1.0 / num_classes, "float32"))

@@ -53,7 +53,6 @@ def time_to_accuracy(run_dir, target: float) -> dict:
     ``elapsed_seconds`` counts from the start of ``fit`` and includes each epoch's validation, so two
     runs compare by wall time to the same validation accuracy. Resolution is one epoch.
     """
-
     run_dir = check_run_dir(run_dir)
     if not (run_dir / "history.csv").is_file():
         raise UserError(f"{run_dir} has no history.csv: time to accuracy is read from its per-epoch rows")

@@ -80,7 +80,6 @@ def name_of_override_key(key: str) -> str | None:
 def swept_domains(sweep_params: dict[str, str]) -> dict:
     """Parse sweep values as Hydra does (``2,4,8``, ``choice(2,4)``, ``range(1,4)``, ``interval(1e-4,1e-2)``,
     ``int(interval(1,8))``) into ``{name: ("discrete", [values]) | ("interval", lo, hi, is_int)}``."""
-
     parser = OverridesParser.create()
     domains = {}
     for key, value in sweep_params.items():
@@ -112,7 +111,6 @@ def sweep_params_of(config: DictConfig) -> dict[str, str]:
 
 def experiment_hparams(cfg: DictConfig, domains: dict):
     """``hp.HParam`` objects with typed domains, and the names that differ across the sweep."""
-
     hparams, differs = [], set()
     if OmegaConf.select(cfg, HPARAM_PATHS["value_dim"]) is None and "key_dim" in domains:
         domains = {"value_dim": domains["key_dim"], **domains}  # value_dim follows key_dim
@@ -140,7 +138,6 @@ def experiment_hparams(cfg: DictConfig, domains: dict):
 
 def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict) -> None:
     """The one experiment config of a sweep (``hp.hparams_config``, with ``differs`` on swept keys)."""
-
     hparams, differs = experiment_hparams(cfg, domains)
     metrics = [hp.Metric(f"hparams/{m}", display_name=m) for m in FINAL_METRICS]
     metrics.append(hp.Metric("epoch_accuracy", group="validation", display_name="val_accuracy (latest)"))
@@ -159,7 +156,6 @@ def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict) -> None:
 
 
 def write_session_start(log_dir: Path, cfg: DictConfig, trial_id: str) -> None:
-
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default():
         hp.hparams(hparams_of(cfg), trial_id=trial_id)
@@ -168,7 +164,6 @@ def write_session_start(log_dir: Path, cfg: DictConfig, trial_id: str) -> None:
 
 def write_session_end(log_dir: Path, success: bool, metrics: dict | None = None) -> None:
     """The session's status, and on success the final metrics as ``hparams/<metric>`` scalars."""
-
     status = api_pb2.STATUS_SUCCESS if success else api_pb2.STATUS_FAILURE
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default():

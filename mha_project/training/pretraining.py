@@ -52,7 +52,6 @@ def uses_pretraining(cfg) -> bool:
 
 def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
     """Train the masked LM on ``texts`` (resuming from ``stage_dir/backup``); save it; return its summary."""
-
     pcfg = cfg.pretrain
     stage_dir.mkdir(parents=True, exist_ok=True)
     mask_id = mask_id_of(vectorizer)
@@ -149,7 +148,6 @@ def _float(value):
 def check_pretrained_source(source, cfg, vectorizer) -> dict:
     """For ``pretrain.from=SOURCE``: the source's pretraining summary, after checking that its encoder
     fits this run (same architecture, same vocabulary); a mismatch is a one-line ConfigError."""
-
     source = Path(source)
     shown = f"pretrain.from={source}"
     config_file = source / ".hydra" / "config.yaml"
