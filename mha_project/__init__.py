@@ -81,6 +81,8 @@ def _look_for_devices(tensorflow):
 
 def register_keras_objects() -> None:
     """Import every module that registers a Keras serializable, so ``load_model`` finds them by name."""
+    import mha_project.model.backbone  # noqa: F401  (EncoderBackbone)
+    import mha_project.model.classifier  # noqa: F401  (TextClassifier)
     import mha_project.model.heads  # noqa: F401  (the poolings, MaskedLMHead)
     import mha_project.model.layers  # noqa: F401  (TokenAndPositionEmbedding, EncoderBlock, ...)
     import mha_project.model.pretraining  # noqa: F401  (MaskedLanguageModel, ReplacedTokenDetector)

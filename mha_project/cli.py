@@ -12,6 +12,22 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
+# Overrides renamed in the schema: the old name keeps working, with one line saying so.
+RENAMED_KEYS = {"pretrain.from": "pretrain.from_run"}
+
+
+def renamed_overrides(argv: list[str]) -> list[str]:
+    """``argv`` with the renamed keys' new names (``pretrain.from=R`` -> ``pretrain.from_run=R``)."""
+    out = []
+    for arg in argv:
+        for old, new in RENAMED_KEYS.items():
+            if arg.startswith(old + "="):
+                print(f"note: {old} is now called {new}; {old} still works for now", file=sys.stderr)
+                arg = new + arg[len(old) :]
+        out.append(arg)
+    return out
+
+
 def run_hydra_app(main) -> None:
     """Run a ``@hydra.main`` function; a command line Hydra cannot compose (``heads=abc``, ``data=nope``) is one
     line and exit 2, like every other bad value, instead of Hydra's several lines and exit 1.
@@ -23,6 +39,7 @@ def run_hydra_app(main) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    sys.argv[1:] = renamed_overrides(sys.argv[1:])
     try:
         main()
     except (HydraException, OmegaConfBaseException) as err:

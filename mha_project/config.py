@@ -31,21 +31,6 @@ MULTI_WORKER_UNSUPPORTED = (
     "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=mirrored "
     "for the devices of one machine"
 )
-PRETRAIN_KEYS = (
-    "objective",
-    "epochs",
-    "batch_size",
-    "lr",
-    "warmup_fraction",
-    "mask_rate",
-    "dropout",
-    "tie_embeddings",
-    "extra_unlabeled",
-    "from",
-    "probe_texts",
-    "generator_size",
-    "discriminator_weight",
-)
 UNLABELED_DATASETS = ("imdb", "folder")  # datasets with an unlabeled split (pretrain.extra_unlabeled)
 
 
@@ -161,14 +146,30 @@ class LoggerConfig:
 
 
 @dataclass
+class PretrainConfig:
+    objective: str = checked(lambda v: v in OBJECTIVES, "one of " + ", ".join(OBJECTIVES), shown="pretrain")
+    epochs: int = checked(_positive_int, "an integer >= 1")
+    batch_size: int = checked(_positive_int, "an integer >= 1")
+    lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
+    warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
+    mask_rate: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
+    dropout: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
+    tie_embeddings: bool = MISSING
+    extra_unlabeled: bool = MISSING
+    # `from` until the schema was typed (a Python keyword); the command line still takes it (cli.py).
+    from_run: Optional[str] = checked(lambda v: v is None or v != "", "null or a run directory")
+    probe_texts: List[str] = MISSING
+    generator_size: Optional[float] = checked(lambda v: v is None or 0 < v <= 1, "a number in (0, 1]")
+    discriminator_weight: Optional[float] = checked(lambda v: v is None or v > 0, "a number > 0")
+
+
+@dataclass
 class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
-    # Untyped here because its key `from` (pretrain.from=RUN_DIR) is a Python keyword, which no dataclass
-    # field can be; validate_config checks its keys (PRETRAIN_KEYS) and values instead.
-    pretrain: Any = MISSING
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     heads: int = MISSING
     key_dim: int = MISSING
     value_dim: Optional[int] = MISSING
@@ -192,27 +193,6 @@ def register_configs() -> None:
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
 
 
-# The pretrain group is untyped (its key `from` is a Python keyword), so its checks stand here:
-# (key, name a user types, check, what is allowed).
-PRETRAIN_CHECKS = [
-    ("pretrain.objective", "pretrain", lambda v: v in OBJECTIVES, "one of " + ", ".join(OBJECTIVES)),
-    ("pretrain.epochs", "pretrain.epochs", _positive_int, "an integer >= 1"),
-    ("pretrain.batch_size", "pretrain.batch_size", _positive_int, "an integer >= 1"),
-    ("pretrain.lr", "pretrain.lr", lambda v: _number(v) and math.isfinite(v) and v > 0, "a number > 0"),
-    ("pretrain.warmup_fraction", "pretrain.warmup_fraction", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
-    ("pretrain.mask_rate", "pretrain.mask_rate", lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)"),
-    ("pretrain.dropout", "pretrain.dropout", lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
-    ("pretrain.tie_embeddings", "pretrain.tie_embeddings", lambda v: isinstance(v, bool), "true or false"),
-    ("pretrain.extra_unlabeled", "pretrain.extra_unlabeled", lambda v: isinstance(v, bool), "true or false"),
-    (
-        "pretrain.from",
-        "pretrain.from",
-        lambda v: v is None or (isinstance(v, str) and v != ""),
-        "null or a run directory",
-    ),
-]
-
-
 def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that is out of range. Touches no file."""
     unknown = unknown_keys(cfg, TrainConfig)
@@ -221,15 +201,9 @@ def validate_config(cfg: DictConfig) -> None:
             f"{unknown[0]} is not a setting of this project (added with '+'?); "
             "see configs/train.yaml and its groups for the settings there are"
         )
-    unknown = [k for k in cfg.pretrain.keys() if k not in PRETRAIN_KEYS]
-    if unknown:
-        raise ConfigError(
-            f"pretrain.{unknown[0]} is not a setting of this project (added with '+'?); "
-            f"the pretrain settings are {', '.join(PRETRAIN_KEYS)} (configs/pretrain/common.yaml)"
-        )
     if OmegaConf.is_missing(cfg.data, "path") and cfg.data.name == "folder":
         raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
-    for key, shown, ok, allowed in field_checks(TrainConfig) + PRETRAIN_CHECKS:
+    for key, shown, ok, allowed in field_checks(TrainConfig):
         value = OmegaConf.select(cfg, key)
         try:
             good = ok(value)
@@ -314,19 +288,17 @@ def _check_pretrain(cfg: DictConfig) -> None:
     if pretrain.extra_unlabeled and pretrain.objective == "none":
         raise ConfigError("pretrain.extra_unlabeled=true needs a pretraining stage: add pretrain=mlm")
     if pretrain.objective == "electra":
-        size, weight = pretrain.get("generator_size"), pretrain.get("discriminator_weight")
-        if not (_number(size) and 0 < size <= 1):
-            raise ConfigError(f"pretrain.generator_size={_fmt(size)} is invalid: must be a number in (0, 1]")
-        if not (_number(weight) and weight > 0):
-            raise ConfigError(f"pretrain.discriminator_weight={_fmt(weight)} is invalid: must be a number > 0")
-    source = pretrain["from"]
+        for key, allowed in (("generator_size", "a number in (0, 1]"), ("discriminator_weight", "a number > 0")):
+            if pretrain[key] is None:
+                raise ConfigError(f"pretrain.{key}=null is invalid with pretrain=electra: must be {allowed}")
+    source = pretrain.from_run
     if source is not None and pretrain.objective != "none":
         raise ConfigError(
-            f"pretrain.from={source} reuses that run's pretrained encoder, so this run does not pretrain: "
-            f"drop pretrain={pretrain.objective} (or pretrain.from)"
+            f"pretrain.from_run={source} reuses that run's pretrained backbone, so this run does not pretrain: "
+            f"drop pretrain={pretrain.objective} (or pretrain.from_run)"
         )
     if source is not None and not os.path.isdir(source):
-        raise ConfigError(f"pretrain.from={source} does not exist or is not a directory")
+        raise ConfigError(f"pretrain.from_run={source} does not exist or is not a directory")
 
 
 def field_checks(schema, prefix: str = "") -> list[tuple]:

@@ -49,6 +49,7 @@ IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
 
 # ... and the pretraining stage, when there is one (so runs without it keep their old fingerprint).
 PRETRAIN_KEY = "pretrain"
+ELECTRA_KEYS = ("generator_size", "discriminator_weight")  # present (null) in every run since the typed schema
 
 
 # What a finished run must hold besides metrics.json for the tools that read it back (analysis/).
@@ -84,6 +85,10 @@ def identity(cfg: DictConfig) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     ident = {k: resolved.get(k) for k in IDENTITY_KEYS}
     pretrain = resolved.get(PRETRAIN_KEY) or {}
+    if "from_run" in pretrain:
+        # Identities keep the names and keys from before the typed schema, so older runs still resume.
+        pretrain = {("from" if k == "from_run" else k): v for k, v in pretrain.items()}
+        pretrain = {k: v for k, v in pretrain.items() if v is not None or k not in ELECTRA_KEYS}
     if pretrain.get("objective", "none") != "none" or pretrain.get("from"):
         # What the probes are does not change the model.
         ident[PRETRAIN_KEY] = {k: v for k, v in pretrain.items() if k != "probe_texts"}

@@ -47,3 +47,23 @@ def test_the_analysis_scripts_read_an_old_run(tmp_path: Path):
     ):
         result = run_script(script, str(run_dir), *args)
         assert result.returncode == 0, f"{script}: {result.stderr[-2000:]}"
+
+
+PRETRAINERS = ROOT / "tests" / "fixtures" / "pretrainers_fde45e6"
+
+
+@pytest.mark.parametrize("name", ["masked_lm", "electra"])
+def test_a_pretraining_model_saved_before_the_backbone_loads_with_its_weights(name, tmp_path: Path):
+    # Saved at commit fde45e6, whose pretraining models held the encoder's layers as their own attributes;
+    # outputs.npz holds what they computed then on the inputs stored beside it.
+    from mha_project.analysis.runs import load_model_safely
+
+    saved = np.load(PRETRAINERS / "outputs.npz")
+    inputs = {"token_ids": saved["token_ids"], "mask_positions": saved["mask_positions"]}
+    model = load_model_safely(PRETRAINERS / f"{name}.keras")
+    assert model.backbone.name == "backbone" and len(model.backbone.blocks) == 2
+    np.testing.assert_allclose(np.asarray(model(inputs)), saved[name], atol=1e-6)
+    if name == "electra":
+        np.testing.assert_allclose(np.asarray(model.generator(inputs)), saved["generator"], atol=1e-6)
+    model.save(tmp_path / "again.keras")  # and it saves in today's layout
+    np.testing.assert_allclose(np.asarray(load_model_safely(tmp_path / "again.keras")(inputs)), saved[name], atol=1e-6)

@@ -62,7 +62,8 @@ def test_the_hparams_names_and_the_readme_list_follow_the_shortcut_map():
 
 
 def test_shortcuts_reach_the_multi_head_attention_layers():
-    from mha_project.model.classifier import build_classifier, encoder_blocks
+    from mha_project.model.backbone import encoder_blocks
+    from mha_project.model.classifier import build_classifier
 
     cfg = compose_train("heads=8", "key_dim=32", "dropout=0.2", "layers=2", "seq_len=16")
     model = build_classifier(cfg.model, vocab_size=50, num_classes=2)

@@ -24,6 +24,7 @@ BAD_OVERRIDES = [
     ("dropout=-0.1", "dropout=-0.1"),
     ("model.attention_dropout=1.0", "model.attention_dropout=1.0"),
     ("heads=abc", "heads=abc"),
+    ("pretrain.lr=abc", "pretrain.lr=abc"),
     ("data.limit=0", "data.limit=0"),
     ("data=nope", "fine_foods"),
     ("data=folder", "data.path"),
@@ -64,6 +65,15 @@ def test_bad_overrides(tmp_path, override, needle):
     if override.startswith(("heads=0", "lr=", "dropout=")):
         error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(error_lines) == 1 and "must be" in error_lines[0]
+
+
+def test_the_old_name_pretrain_from_still_works_and_says_the_new_one(tmp_path):
+    missing = tmp_path / "no_such_run"
+    result = run_script("train.py", f"pretrain.from={missing}", f"hydra.run.dir={tmp_path / 'run'}")
+    note, error = result.stderr.strip().splitlines()
+    assert note == "note: pretrain.from is now called pretrain.from_run; pretrain.from still works for now"
+    assert error == f"error: pretrain.from_run={missing} does not exist or is not a directory"
+    assert result.returncode == 2
 
 
 def folder_cases(tmp_path: Path):

@@ -5,7 +5,8 @@ from keras.src.testing import TestCase  # Keras's own layer test harness (not pu
 
 from conftest import small_model_config
 from mha_project.analysis.attention import attention_scores
-from mha_project.model.classifier import build_classifier, encoder_blocks, model_summary
+from mha_project.model.backbone import encoder_blocks
+from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.model.heads import MaskedMeanPooling
 from mha_project.model.layers import EncoderBlock, RotaryMultiHeadAttention, TokenAndPositionEmbedding, rotate_positions
 
@@ -135,7 +136,7 @@ def test_input_scale_round_trips_and_sets_the_first_attentions_input_scale(tmp_p
     keras.utils.set_random_seed(5)
     model = build_classifier(model_cfg(embedding_norm=input_scale, embed_dim=32), vocab_size=50, num_classes=2)
     ids = np.random.default_rng(0).integers(1, 50, size=(8, 12)).astype("int32")
-    x = np.asarray(model.get_layer("embedding")(ids))
+    x = np.asarray(model.backbone.get_layer("embedding")(ids))
     rms = float(np.sqrt(np.mean(x**2)))
     # What the first attention layer sees: unit scale with LayerNorm, ~0.03 * sqrt(32) with sqrt_dim,
     # Keras's +-0.05 uniform initialiser (rms ~0.04) without either.
@@ -143,7 +144,7 @@ def test_input_scale_round_trips_and_sets_the_first_attentions_input_scale(tmp_p
     assert expected[0] < rms < expected[1]
     model.save(tmp_path / "m.keras")
     reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
-    assert reloaded.get_layer("embedding").input_scale == input_scale
+    assert reloaded.backbone.get_layer("embedding").input_scale == input_scale
     np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0), atol=1e-6)
 
 
@@ -275,6 +276,38 @@ class KerasLayerChecks(TestCase):
             expected_num_trainable_weights=8,
             # As in Keras's own MultiHeadAttention test: the harness's training model cannot pass query and
             # value by name; EncoderBlock's tests train it (rotary_positions=True).
+            run_training_check=False,
+        )
+
+    def test_encoder_backbone(self):
+        from mha_project.model.backbone import EncoderBackbone
+
+        self.run_layer_test(
+            EncoderBackbone,
+            init_kwargs=dict(
+                vocab_size=20, max_len=8, embed_dim=4, num_layers=2, num_heads=2, key_dim=4, ff_dim=8, norm_first=True
+            ),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 4, 4),
+            # embedding 3 (tokens, positions, LayerNorm x2) + 2 blocks x 16 + final LayerNorm 2
+            expected_num_trainable_weights=4 + 2 * 16 + 2,
+            expected_num_seed_generators=1 + 2 * 3,  # embedding dropout; per block attention, residual, ff
+            # A functional model's masks travel on its output tensors, not through supports_masking:
+            # test_padding_does_not_change_prediction checks that the classifier on it ignores padding.
+        )
+
+    def test_text_classifier(self):
+        from mha_project.model.backbone import EncoderBackbone
+        from mha_project.model.classifier import TextClassifier
+
+        backbone = EncoderBackbone(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
+        self.run_layer_test(
+            TextClassifier,
+            init_kwargs=dict(backbone=backbone, num_classes=3, pooling="mean_max"),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 3),
+            expected_num_trainable_weights=4 + 16 + 2,  # the backbone's, then the softmax's kernel and bias
+            # Its input is token ids: the harness's symbolic and training checks feed it float inputs.
             run_training_check=False,
         )
 

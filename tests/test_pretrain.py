@@ -102,21 +102,20 @@ def test_mask_token_takes_the_last_id_within_vocab_size():
     assert 4 not in with_mask(np.array(["[MASK] d"], dtype=object)).numpy()[0]
 
 
+def small_backbone(**changes):
+    from mha_project.model.backbone import EncoderBackbone
+
+    arguments = dict(
+        vocab_size=40, max_len=12, embed_dim=8, num_layers=2, num_heads=2, key_dim=4, ff_dim=16, attention_dropout=0.0
+    )
+    return EncoderBackbone(**{**arguments, **changes})
+
+
 def small_lm(tie=True, cls=False, position_encoding="learned"):
     from mha_project.model.pretraining import MaskedLanguageModel
 
-    return MaskedLanguageModel(
-        vocab_size=40,
-        max_len=12,
-        embed_dim=8,
-        num_layers=2,
-        num_heads=2,
-        key_dim=4,
-        ff_dim=16,
-        cls_token=cls,
-        tie_embeddings=tie,
-        position_encoding=position_encoding,
-    )
+    backbone = small_backbone(cls_token=cls, position_encoding=position_encoding)
+    return MaskedLanguageModel(backbone, tie_embeddings=tie)
 
 
 @pytest.mark.parametrize("tie, position_encoding", [(True, "learned"), (False, "learned"), (True, "rotary")])
@@ -137,9 +136,7 @@ def test_masked_language_model_round_trips_through_model_save(tmp_path, tie, pos
 def small_electra():
     from mha_project.model.pretraining import ReplacedTokenDetector
 
-    return ReplacedTokenDetector(
-        vocab_size=40, max_len=12, embed_dim=16, num_layers=1, num_heads=4, key_dim=4, ff_dim=16, generator_size=0.5
-    )
+    return ReplacedTokenDetector(small_backbone(embed_dim=16, num_layers=1, num_heads=4), generator_size=0.5)
 
 
 def test_replace_with_samples_marks_exactly_the_changed_tokens():
@@ -174,7 +171,7 @@ def test_electra_round_trips_and_fills_masks_with_its_generator(tmp_path):
     np.testing.assert_allclose(
         np.asarray(loaded.generator(inputs)), np.asarray(model.generator(inputs)), rtol=1e-5, atol=1e-6
     )
-    assert model.generator.get_layer("embedding").embed_dim == 8  # generator_size=0.5 of 16
+    assert model.generator.backbone.embedding.embed_dim == 8  # generator_size=0.5 of 16
     assert np.asarray(model(inputs)).shape == (1, 4)  # a "replaced" logit per token
 
 
@@ -203,31 +200,41 @@ def test_tied_head_reads_the_token_embedding():
     model = small_lm(tie=True)
     inputs = {"token_ids": np.array([[3, 4, 5]], "int32"), "mask_positions": np.array([[0]], "int32")}
     before = np.asarray(model(inputs))
-    table = model.embedding.token_embedding.embeddings
+    table = model.backbone.token_embedding.embeddings
     table.assign(table.numpy() * 2.0)
     assert not np.allclose(np.asarray(model(inputs)), before)
 
 
 @pytest.mark.parametrize("position_encoding", ["learned", "rotary"])
-def test_copy_encoder_weights_into_the_classifier(position_encoding):
+def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
     from mha_project.model.classifier import build_classifier
-    from mha_project.model.pretraining import build_pretrainer, copy_encoder_weights
+    from mha_project.model.pretraining import build_pretrainer
+    from mha_project.training.pretraining import pretrained_backbone
 
     cfg = compose_cfg(
-        *TINY, "pretrain=mlm", "layers=2", "model.norm_first=true", f"model.position_encoding={position_encoding}"
+        *TINY,
+        "pretrain=mlm",
+        "layers=2",
+        "model.norm_first=true",
+        f"model.position_encoding={position_encoding}",
+        "pretrain.dropout=0.0",
+        "dropout=0.3",
     )
-    classifier = build_classifier(cfg.model, 400, 2)
     mlm = build_pretrainer(cfg.model, cfg.pretrain, 400)
     has_table = any("position_embedding" in w.path for w in mlm.weights)
     assert has_table == (position_encoding == "learned")
-    head_before = [w.copy() for w in classifier.get_layer("classifier").get_weights()]
-    copied = copy_encoder_weights(mlm, classifier)
-    assert copied == ["embedding", "encoder_0", "encoder_1", "final_norm"]
-    for name in copied:
-        for a, b in zip(classifier.get_layer(name).get_weights(), mlm.get_layer(name).get_weights()):
-            np.testing.assert_array_equal(a, b)
-    for a, b in zip(classifier.get_layer("classifier").get_weights(), head_before):
-        np.testing.assert_array_equal(a, b)  # the classification head stays fresh
+    classifier = build_classifier(cfg.model, 400, 2, pretrained_backbone(mlm, cfg.model))
+    names = [layer.name for layer in classifier.backbone.layers[1:]]
+    assert names == ["embedding", "embedding_dropout", "encoder_0", "encoder_1", "final_norm"]
+    mine, theirs = classifier.backbone.get_weights(), mlm.backbone.get_weights()
+    assert len(mine) == len(theirs) == len(mlm.backbone.weights)
+    for a, b in zip(mine, theirs):
+        np.testing.assert_array_equal(a, b)
+    # Fine-tuning's dropout, not the stage's; attention dropout as model.attention_dropout says.
+    assert mlm.backbone.arguments["dropout"] == 0.0 and mlm.backbone.arguments["attention_dropout"] == 0.0
+    assert classifier.backbone.arguments["dropout"] == 0.3
+    assert classifier.backbone.get_layer("encoder_1").dropout == 0.3
+    assert classifier.backbone.arguments["attention_dropout"] == cfg.model.attention_dropout
 
 
 def test_encode_masked_text_and_its_errors():
@@ -253,16 +260,16 @@ def test_encode_masked_text_and_its_errors():
     [
         ("pretrain.mask_rate=1.5", "pretrain.mask_rate=1.5 is invalid: must be a number in (0, 1)"),
         ("pretrain.epochs=0", "pretrain.epochs=0 is invalid: must be an integer >= 1"),
-        ("pretrain.lr=abc", "pretrain.lr=abc is invalid: must be a number > 0"),
+        ("pretrain.lr=0", "pretrain.lr=0.0 is invalid: must be a number > 0"),
         (
             "pretrain.objective=electro",
             "pretrain=electro (pretrain.objective) is invalid: must be one of none, mlm, electra",
         ),
-        ("pretrain.generator_size=0", "pretrain.generator_size=0 is invalid: must be a number in (0, 1]"),
+        ("pretrain.generator_size=0", "pretrain.generator_size=0.0 is invalid: must be a number in (0, 1]"),
         ("pretrain.extra_unlabeled=true", "pretrain.extra_unlabeled=true is invalid with data=fine_foods"),
         ("+pretrain.mask_prob=0.2", "pretrain.mask_prob is not a setting of this project"),
         ("pretrain.probe_texts=[no mask here]", "pretrain.probe_texts has 'no mask here'"),
-        ("pretrain.from=/nonexistent/run", "pretrain.from=/nonexistent/run does not exist"),
+        ("pretrain.from_run=/nonexistent/run", "pretrain.from_run=/nonexistent/run does not exist"),
     ],
 )
 def test_bad_pretrain_values_are_one_line_errors(override, message):
@@ -279,7 +286,7 @@ def test_pretrain_from_and_pretrain_mlm_together_are_refused(tmp_path):
     from mha_project.config import validate_config
 
     with pytest.raises(ConfigError, match="so this run does not pretrain: drop pretrain=mlm"):
-        validate_config(compose_cfg("pretrain=mlm", f"pretrain.from={tmp_path}"))
+        validate_config(compose_cfg("pretrain=mlm", f"pretrain.from_run={tmp_path}"))
 
 
 def test_unlabeled_texts_of_a_folder_dataset(tmp_path):
@@ -312,23 +319,23 @@ def read_rows(path):
 @pytest.fixture(scope="module")
 def pretrained_run(tmp_path_factory):
     """A tiny pretrain -> fine-tune run, in process, with a spy on the copy into the classifier."""
-    import mha_project.training.stages as pretrain  # where train() looks up copy_encoder_weights
+    import mha_project.training.stages as stages  # where train() looks up pretrained_backbone
     from mha_project.training.train import train
 
     run_dir = tmp_path_factory.mktemp("pretrain") / "run"
     seen = {}
-    real_copy = pretrain.copy_encoder_weights
+    real_backbone = stages.pretrained_backbone
 
-    def spy(source, target):
-        names = real_copy(source, target)
-        seen["classifier"] = {n: [w.copy() for w in target.get_layer(n).get_weights()] for n in names}
-        return names
+    def spy(pretrainer, model_cfg):
+        backbone = real_backbone(pretrainer, model_cfg)
+        seen["classifier"] = {layer.name: [w.copy() for w in layer.get_weights()] for layer in backbone.layers}
+        return backbone
 
-    pretrain.copy_encoder_weights = spy
+    stages.pretrained_backbone = spy
     try:
         metrics = train(compose_cfg(*PRETRAIN), run_dir)
     finally:
-        pretrain.copy_encoder_weights = real_copy
+        stages.pretrained_backbone = real_backbone
     return run_dir, metrics, seen
 
 
@@ -355,14 +362,14 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
 
     # The classifier started from the stage's saved encoder: same weights, layer by layer.
     mlm = load_masked_lm(run_dir)
-    assert sorted(seen["classifier"]) == ["embedding", "encoder_0"]
+    assert sorted(seen["classifier"]) == ["embedding", "embedding_dropout", "encoder_0", "token_ids"]
     for name, weights in seen["classifier"].items():
-        for a, b in zip(weights, mlm.get_layer(name).get_weights()):
+        for a, b in zip(weights, mlm.backbone.get_layer(name).get_weights(), strict=True):
             np.testing.assert_array_equal(a, b)
     # ... and fine-tuning moved them.
     from mha_project.analysis.runs import load_model_safely
 
-    tuned = load_model_safely(run_dir / "model.keras").get_layer("encoder_0").get_weights()
+    tuned = load_model_safely(run_dir / "model.keras").backbone.get_layer("encoder_0").get_weights()
     assert any(not np.array_equal(a, b) for a, b in zip(tuned, seen["classifier"]["encoder_0"]))
 
     # TensorBoard: the stage's scalars, attention and fill-mask probes.
@@ -429,20 +436,20 @@ def test_pretrain_from_reuses_the_encoder_and_checks_it(pretrained_run, tmp_path
 
     source, _, _ = pretrained_run
     base = [*TINY, "data.limit=300", *QUIET]
-    metrics = train(compose_cfg(*base, f"pretrain.from={source}"), tmp_path / "reuse")
+    metrics = train(compose_cfg(*base, f"pretrain.from_run={source}"), tmp_path / "reuse")
     assert metrics["pretrain"]["from"] == str(source) and metrics["pretrain"]["epochs"] == 6
     assert not (tmp_path / "reuse" / "pretrain").exists()  # no stage of its own
 
     with pytest.raises(ConfigError) as err:
-        train(compose_cfg(*base, f"pretrain.from={source}", "heads=4"), tmp_path / "heads")
+        train(compose_cfg(*base, f"pretrain.from_run={source}", "heads=4"), tmp_path / "heads")
     assert "model.num_heads=2 there, 4 here" in str(err.value)
     with pytest.raises(ConfigError) as err:
-        train(compose_cfg(*base, f"pretrain.from={source}", "data.vocab_size=300"), tmp_path / "vocab")
+        train(compose_cfg(*base, f"pretrain.from_run={source}", "data.vocab_size=300"), tmp_path / "vocab")
     assert "has another vocabulary: 400 tokens from data=fine_foods there, 300 from data=fine_foods here" in str(
         err.value
     )
     with pytest.raises(ConfigError) as err:
-        train(compose_cfg(*base, f"pretrain.from={source}", "model.position_encoding=rotary"), tmp_path / "rotary")
+        train(compose_cfg(*base, f"pretrain.from_run={source}", "model.position_encoding=rotary"), tmp_path / "rotary")
     assert "model.position_encoding=learned there, rotary here" in str(err.value)
     for name in ("heads", "vocab", "rotary"):  # refused before anything was trained there
         assert not (tmp_path / name / "history.csv").exists()
@@ -576,6 +583,7 @@ def test_masked_lm_learns_what_only_positions_tell():
     import tensorflow as tf
 
     from mha_project.data.masking import masked_lm_dataset
+    from mha_project.model.backbone import EncoderBackbone
     from mha_project.model.pretraining import MaskedLanguageModel
 
     keras.utils.set_random_seed(0)
@@ -586,9 +594,10 @@ def test_masked_lm_learns_what_only_positions_tell():
     ids[flip] = ids[flip, ::-1]
     batches = tf.data.Dataset.from_tensor_slices((ids, np.zeros(n, "int32"))).batch(64)
     ds = masked_lm_dataset(batches, rate=0.3, mask_id=vocab - 1, seed=0)
-    model = MaskedLanguageModel(
+    backbone = EncoderBackbone(
         vocab_size=vocab, max_len=length, embed_dim=64, num_layers=2, num_heads=4, key_dim=16, ff_dim=128, dropout=0.0
     )
+    model = MaskedLanguageModel(backbone)
     model.compile(
         optimizer=keras.optimizers.AdamW(0.003),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),

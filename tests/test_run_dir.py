@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, TINY, train_tiny
+from conftest import ROOT, TINY, compose_cfg, train_tiny
 from mha_project.errors import UserError
 from mha_project.run_dir import differences, open_run_dir
 from mha_project.training.history import trim_history
@@ -301,3 +301,20 @@ def test_overwrite_replaces_a_damaged_run_json_as_the_refusal_says(tmp_path):
     assert record.stage == "started"
     record.close()
     assert json.loads((tmp_path / "run.json").read_text())["stage"] == "started"
+
+
+@pytest.mark.parametrize("objective", ["mlm", "electra"])
+def test_a_pretraining_run_saved_before_the_typed_schema_keeps_its_fingerprint(objective):
+    # Until the pretrain group was typed it spelled `from` (not from_run) and had ELECTRA's keys only with
+    # pretrain=electra: such a run must still resume, so its identity is unchanged.
+    from omegaconf import OmegaConf
+
+    from mha_project.run_dir import fingerprint, identity
+
+    cfg = compose_cfg(f"pretrain={objective}")
+    old = OmegaConf.to_container(cfg)
+    old["pretrain"] = {("from" if k == "from_run" else k): v for k, v in old["pretrain"].items()}
+    if objective != "electra":
+        del old["pretrain"]["generator_size"], old["pretrain"]["discriminator_weight"]
+    assert "from" in identity(OmegaConf.create(old))["pretrain"]
+    assert fingerprint(identity(OmegaConf.create(old))) == fingerprint(identity(cfg))

@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 from conftest import QUIET, TINY, run_script, small_model_config
 from mha_project.analysis.head_importance import head_importance, masked_copy, set_head_mask
 from mha_project.analysis.report import collect_jobs
-from mha_project.model.classifier import build_classifier, encoder_blocks
+from mha_project.model.backbone import encoder_blocks
+from mha_project.model.classifier import build_classifier
 
 
 @pytest.mark.slow

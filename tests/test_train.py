@@ -42,7 +42,7 @@ def test_mixed_precision_trains_and_keeps_float32_probabilities(tmp_path: Path, 
     )
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] == metrics["test_loss"]  # not NaN
     model = keras.saving.load_model(run_dir / "model.keras", safe_mode=True)
-    assert model.get_layer("encoder_0").attention.compute_dtype == precision.split("_")[1]
+    assert model.backbone.get_layer("encoder_0").attention.compute_dtype == precision.split("_")[1]
     assert model.output.dtype == "float32"  # the softmax stays float32 under mixed precision
 
 

@@ -104,8 +104,8 @@ def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
     probe = (
         "import mha_project, keras, sys\n"
         f"model = keras.saving.load_model({str(tiny_run / 'model.keras')!r}, safe_mode=True)\n"
-        "mha = model.get_layer('encoder_0').attention\n"
-        "print(mha.num_heads, mha.key_dim, mha.value_dim, model.get_layer('embedding').embed_dim)\n"
+        "mha = model.backbone.get_layer('encoder_0').attention\n"
+        "print(mha.num_heads, mha.key_dim, mha.value_dim, model.backbone.get_layer('embedding').embed_dim)\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

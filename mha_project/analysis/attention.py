@@ -15,7 +15,7 @@ import numpy as np
 from keras import ops
 
 from mha_project.data.pipeline import encode, pad_batch
-from mha_project.model.classifier import encoder_blocks
+from mha_project.model.backbone import backbone_of, encoder_blocks
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -89,7 +89,7 @@ def attention_scores(model, token_ids: np.ndarray) -> list[np.ndarray]:
     rows of padding are 0.
     """
     ids = ops.convert_to_tensor(np.asarray(token_ids, dtype="int32"))
-    embedding = model.get_layer("embedding")
+    embedding = backbone_of(model).get_layer("embedding")
     mask = embedding.compute_mask(ids)
     x = embedding(ids)
     scores = []
@@ -102,7 +102,7 @@ def attention_scores(model, token_ids: np.ndarray) -> list[np.ndarray]:
 
 
 def has_cls_token(model) -> bool:
-    return bool(getattr(model.get_layer("embedding"), "cls_token", False))
+    return bool(getattr(backbone_of(model).get_layer("embedding"), "cls_token", False))
 
 
 def scores_for_texts(model, vectorizer, texts, seq_len: int, truncation: str = "head"):

@@ -70,10 +70,11 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
     if not (run_dir / ".hydra" / "config.yaml").is_file():
         raise UserError(f"{run_dir} is not a run directory: no .hydra/config.yaml")
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    source = (cfg.get("pretrain") or {}).get("from")
+    pretrain = cfg.get("pretrain") or {}
+    source = pretrain.get("from_run", pretrain.get("from"))  # `from` in runs saved before the typed schema
     if source and not (run_dir / STAGE_DIR / MODEL_FILE).is_file():
         raise UserError(
-            f"{run_dir} did not pretrain: its encoder came from pretrain.from={source}; "
+            f"{run_dir} did not pretrain: its encoder came from pretrain.from_run={source}; "
             f"ask that run: python scripts/fill_mask.py {source} ..."
         )
     if "[mask]" not in text.lower():  # before the model loads: a typo gets its answer at once

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -18,12 +17,12 @@ from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
-from mha_project.model.classifier import encoder_blocks
+from mha_project.model.backbone import encoder_blocks
 
 
 def masked_copy(model):
-    """A structurally identical copy with the same weights (keras.models.clone_model)."""
-    copy = keras.models.clone_model(model)
+    """A structurally identical copy with the same weights."""
+    copy = type(model).from_config(model.get_config())
     copy.set_weights(model.get_weights())
     return copy
 

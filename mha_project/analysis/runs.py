@@ -13,6 +13,7 @@ import mha_project
 from mha_project.data.pipeline import truncation_of
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
 from mha_project.errors import UserError
+from mha_project.model.compat import load_saved_before_backbone, saved_before_backbone
 from mha_project.run_dir import check_run_dir
 
 STAGE_DIR = "pretrain"
@@ -59,6 +60,8 @@ def load_model_safely(path):
     """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
     mha_project.register_keras_objects()  # Keras finds the project's classes by their registered names
     try:
+        if saved_before_backbone(path):
+            return load_saved_before_backbone(path)
         return keras.saving.load_model(path, safe_mode=True)
     except ValueError as err:
         if "safe_mode" in str(err) or "Lambda" in str(err):

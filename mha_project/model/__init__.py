@@ -1,4 +1,4 @@
-"""The encoder: its layers, the classifier, the pretraining models, and the options they take.
+"""The model: layers, the encoder backbone, the tasks on it (classifier, masked LM, ELECTRA), and their options.
 
 Importing this package is cheap (no Keras): ``mha_project.config`` reads the options below.
 """

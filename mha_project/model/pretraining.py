@@ -1,84 +1,44 @@
-"""The pretraining models: a masked language model and ELECTRA's replaced-token detector."""
+"""The pretraining tasks on an :class:`EncoderBackbone`: a masked language model and ELECTRA's replaced-token
+detector."""
 
 from __future__ import annotations
+
+import inspect
 
 import keras
 import tensorflow as tf
 from keras import layers, ops
 
+from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.heads import MaskedLMHead
-from mha_project.model.layers import PACKAGE, EncoderBlock, TokenAndPositionEmbedding
+from mha_project.model.layers import PACKAGE
 
 
-class PretrainingEncoder(keras.Model):
-    """The classifier's encoder (same layer classes, same names: ``embedding``, ``encoder_{i}``,
-    ``final_norm``), for the pretraining models below to put their heads on; ``config_values`` holds the
-    constructor's arguments (``get_config``). Not registered: only its subclasses are saved."""
+def _task_config(model, **values) -> dict:
+    return {
+        "name": model.name,
+        "trainable": model.trainable,
+        "backbone": keras.layers.serialize(model.backbone),
+        **values,
+    }
 
-    def _make_encoder(self, **config):
-        self.config_values = dict(config)
-        rotary = config.get("position_encoding", "learned") == "rotary"  # models saved before the option: learned
-        self.embedding = TokenAndPositionEmbedding(
-            config["vocab_size"],
-            config["max_len"],
-            config["embed_dim"],
-            cls_token=config["cls_token"],
-            input_scale=config["embedding_norm"],
-            learned_positions=not rotary,
-            name="embedding",
-        )
-        self.embedding_dropout = layers.Dropout(config["dropout"], name="embedding_dropout")
-        self.blocks = [
-            EncoderBlock(
-                num_heads=config["num_heads"],
-                key_dim=config["key_dim"],
-                value_dim=config["value_dim"],
-                ff_dim=config["ff_dim"],
-                dropout=config["dropout"],
-                attention_dropout=0.0,  # Keras's fused attention path (README "Speed")
-                activation=config["activation"],
-                use_bias=config["use_bias"],
-                norm_first=config["norm_first"],
-                rotary_positions=rotary,
-                name=f"encoder_{i}",
-            )
-            for i in range(config["num_layers"])
-        ]
-        norm = layers.LayerNormalization(epsilon=1e-6, name="final_norm") if config["norm_first"] else None
-        self.final_norm = norm
 
-    def _build_encoder(self):
-        embed_dim = self.config_values["embed_dim"]
-        self.embedding.build((None, None))
-        for block in self.blocks:
-            block.build((None, None, embed_dim))
-        if self.final_norm is not None:
-            self.final_norm.build((None, None, embed_dim))
-
-    def encode(self, token_ids, training=None):
-        """The encoder's outputs ``(batch, T[+1 with CLS], embed_dim)``, as the classifier computes them."""
-        mask = self.embedding.compute_mask(token_ids)
-        x = self.embedding_dropout(self.embedding(token_ids), training=training)
-        for block in self.blocks:
-            x = block(x, mask=mask, training=training)
-        return x if self.final_norm is None else self.final_norm(x)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(self.config_values)
+def _with_backbone(config: dict) -> dict:
+    """``from_config``'s arguments: the backbone deserialised; files saved before the backbone existed kept
+    its arguments at the top level (with attention dropout 0), and ``load_model_safely`` reads those."""
+    config = {key: value for key, value in config.items() if key != "dtype"}
+    if "backbone" in config:
+        config["backbone"] = keras.layers.deserialize(config["backbone"])
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in ("trainable", "dtype"):
-            config.pop(key, None)
-        return cls(**config)
+    names = set(inspect.signature(EncoderBackbone).parameters) - {"kwargs"}
+    arguments = {key: config.pop(key) for key in list(config) if key in names}
+    config["backbone"] = EncoderBackbone(**arguments, attention_dropout=0.0, name="backbone")
+    return config
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class MaskedLanguageModel(PretrainingEncoder):
-    """The classifier's encoder (same layer classes and names) with a :class:`MaskedLMHead`.
+class MaskedLanguageModel(keras.Model):
+    """A :class:`MaskedLMHead` on a backbone: the words at the masked positions.
 
     Inputs: ``{"token_ids": (batch, T), "mask_positions": (batch, P)}``; output: float32 logits
     ``(batch, P, vocab_size)`` at those positions. Written as a subclassed model because the tied
@@ -86,155 +46,97 @@ class MaskedLanguageModel(PretrainingEncoder):
     between layers; ``get_config`` / ``build`` make it round-trip through ``model.save``.
 
     Example:
-    >>> mlm = MaskedLanguageModel(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
-    ...                           key_dim=4, ff_dim=8)
+    >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
+    ...                            key_dim=4, ff_dim=8)
+    >>> mlm = MaskedLanguageModel(backbone)
     >>> out = mlm({"token_ids": ops.ones((2, 8), "int32"), "mask_positions": ops.zeros((2, 3), "int32")})
     >>> tuple(out.shape)
     (2, 3, 50)
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        max_len: int,
-        embed_dim: int,
-        num_layers: int,
-        num_heads: int,
-        key_dim: int,
-        ff_dim: int,
-        value_dim: int | None = None,
-        dropout: float = 0.1,
-        activation: str = "gelu",
-        use_bias: bool = True,
-        norm_first: bool = False,
-        embedding_norm: str = "layer_norm",
-        position_encoding: str = "learned",
-        cls_token: bool = False,
-        tie_embeddings: bool = True,
-        **kwargs,
-    ):
+    def __init__(self, backbone: EncoderBackbone, tie_embeddings: bool = True, **kwargs):
         super().__init__(**kwargs)
-        self._make_encoder(
-            vocab_size=vocab_size,
-            max_len=max_len,
-            embed_dim=embed_dim,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            key_dim=key_dim,
-            ff_dim=ff_dim,
-            value_dim=value_dim,
-            dropout=dropout,
-            activation=activation,
-            use_bias=use_bias,
-            norm_first=norm_first,
-            embedding_norm=embedding_norm,
-            position_encoding=position_encoding,
-            cls_token=cls_token,
+        self.backbone = backbone
+        self.tie_embeddings = tie_embeddings
+        self.head = MaskedLMHead(
+            backbone.arguments["vocab_size"],
+            activation=backbone.arguments["activation"],
             tie_embeddings=tie_embeddings,
+            name="mlm_head",
         )
-        self.head = MaskedLMHead(vocab_size, activation=activation, tie_embeddings=tie_embeddings, name="mlm_head")
 
     def build(self, input_shape=None):
-        self._build_encoder()
-        self.head.build((None, None, self.config_values["embed_dim"]))
+        self.head.build((None, None, self.backbone.arguments["embed_dim"]))
         self.built = True
 
     def call(self, inputs, training=None):
-        x = self.encode(inputs["token_ids"], training=training)
+        x = self.backbone(inputs["token_ids"], training=training)
         positions = ops.cast(inputs["mask_positions"], "int32")
-        if self.config_values["cls_token"]:
+        if self.backbone.arguments["cls_token"]:
             positions = positions + 1  # the encoder's output has [CLS] at position 0
         # tf.gather rather than ops.take_along_axis, whose TensorFlow version builds int64 indices that
         # oneDNN rejects with an error line on stderr (it then falls back, same result).
         hidden = tf.gather(x, positions, batch_dims=1)
-        matrix = self.embedding.token_embedding.embeddings if self.config_values["tie_embeddings"] else None
+        matrix = self.backbone.token_embedding.embeddings if self.tie_embeddings else None
         return self.head(hidden, embedding_matrix=matrix)
+
+    def get_config(self):
+        return _task_config(self, tie_embeddings=self.tie_embeddings)
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**_with_backbone(config))
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class ReplacedTokenDetector(PretrainingEncoder):
+class ReplacedTokenDetector(keras.Model):
     """ELECTRA (Clark et al. 2020): a small masked-LM *generator* fills the masked positions with its own
-    samples; the *discriminator*, the classifier's encoder (same layer classes and names), learns for
-    every token whether it was replaced. Every token gives the discriminator a signal, not only the 15%
-    that are masked, and the vocabulary-sized softmax is paid by the small generator only.
+    samples; the *discriminator*, a backbone with a per-token head, learns for every token whether it was
+    replaced. Every token gives the discriminator a signal, not only the 15% that are masked, and the
+    vocabulary-sized softmax is paid by the small generator only.
 
     Trained with its own ``train_step`` (two losses, a sampling step between them; Keras has no built-in
     model for it). ``loss = masked_lm_loss + discriminator_weight * replaced_loss`` (ELECTRA: 50).
 
     Inputs as :class:`MaskedLanguageModel` (the same masked batches); ``call`` returns the
     discriminator's per-token "replaced" logits ``(batch, T)``; ``self.generator`` fills ``[MASK]``.
+    The generator has the backbone's depth and ``generator_size`` of its width (ELECTRA: 1/4 to 1/2).
 
     Example:
-    >>> rtd = ReplacedTokenDetector(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
-    ...                             key_dim=4, ff_dim=8)
+    >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
+    ...                            key_dim=4, ff_dim=8)
+    >>> rtd = ReplacedTokenDetector(backbone)
     >>> tuple(rtd({"token_ids": ops.ones((2, 8), "int32"), "mask_positions": ops.zeros((2, 3), "int32")}).shape)
     (2, 8)
     """
 
     def __init__(
         self,
-        vocab_size: int,
-        max_len: int,
-        embed_dim: int,
-        num_layers: int,
-        num_heads: int,
-        key_dim: int,
-        ff_dim: int,
-        value_dim: int | None = None,
-        dropout: float = 0.1,
-        activation: str = "gelu",
-        use_bias: bool = True,
-        norm_first: bool = False,
-        embedding_norm: str = "layer_norm",
-        position_encoding: str = "learned",
-        cls_token: bool = False,
+        backbone: EncoderBackbone,
         tie_embeddings: bool = True,
         generator_size: float = 0.25,
         discriminator_weight: float = 50.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self._make_encoder(
-            vocab_size=vocab_size,
-            max_len=max_len,
-            embed_dim=embed_dim,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            key_dim=key_dim,
-            ff_dim=ff_dim,
-            value_dim=value_dim,
-            dropout=dropout,
-            activation=activation,
-            use_bias=use_bias,
-            norm_first=norm_first,
-            embedding_norm=embedding_norm,
-            position_encoding=position_encoding,
-            cls_token=cls_token,
-            tie_embeddings=tie_embeddings,
-            generator_size=generator_size,
-            discriminator_weight=discriminator_weight,
+        self.backbone = backbone
+        self.tie_embeddings = tie_embeddings
+        self.generator_size = generator_size
+        self.discriminator_weight = discriminator_weight
+        arguments = backbone.arguments
+        self.replaced_transform = layers.Dense(
+            arguments["embed_dim"], activation=arguments["activation"], name="replaced_transform"
         )
-        self.replaced_transform = layers.Dense(embed_dim, activation=activation, name="replaced_transform")
         self.replaced_logit = layers.Dense(1, dtype="float32", name="replaced_logit")
-        # The generator: same depth, `generator_size` of the width (ELECTRA: 1/4 to 1/2 works best).
-        self.generator = MaskedLanguageModel(
-            vocab_size=vocab_size,
-            max_len=max_len,
-            embed_dim=max(8, int(embed_dim * generator_size)),
-            num_layers=num_layers,
-            num_heads=max(1, int(num_heads * generator_size)),
-            key_dim=key_dim,
-            ff_dim=max(8, int(ff_dim * generator_size)),
-            dropout=dropout,
-            activation=activation,
-            use_bias=use_bias,
-            norm_first=norm_first,
-            embedding_norm=embedding_norm,
-            position_encoding=position_encoding,
-            cls_token=cls_token,
-            tie_embeddings=tie_embeddings,
-            name="generator",
+        narrow = dict(
+            embed_dim=max(8, int(arguments["embed_dim"] * generator_size)),
+            num_heads=max(1, int(arguments["num_heads"] * generator_size)),
+            ff_dim=max(8, int(arguments["ff_dim"] * generator_size)),
+            value_dim=None,
+            name="generator_backbone",
         )
+        generator_backbone = EncoderBackbone(**{**arguments, **narrow})
+        self.generator = MaskedLanguageModel(generator_backbone, tie_embeddings=tie_embeddings, name="generator")
         self.trackers = {
             name: keras.metrics.Mean(name=name)
             for name in ("loss", "masked_lm_loss", "replaced_loss", "masked_accuracy", "replaced_accuracy")
@@ -245,8 +147,7 @@ class ReplacedTokenDetector(PretrainingEncoder):
         return list(self.trackers.values())
 
     def build(self, input_shape=None):
-        embed_dim = self.config_values["embed_dim"]
-        self._build_encoder()
+        embed_dim = self.backbone.arguments["embed_dim"]
         self.replaced_transform.build((None, None, embed_dim))
         self.replaced_logit.build((None, None, embed_dim))
         self.generator.build()
@@ -254,13 +155,25 @@ class ReplacedTokenDetector(PretrainingEncoder):
 
     def discriminate(self, token_ids, training=None):
         """Per-token logits that the token was replaced, ``(batch, T)``."""
-        x = self.encode(token_ids, training=training)
-        if self.config_values["cls_token"]:
+        x = self.backbone(token_ids, training=training)
+        if self.backbone.arguments["cls_token"]:
             x = x[:, 1:, :]
         return self.replaced_logit(self.replaced_transform(x))[:, :, 0]
 
     def call(self, inputs, training=None):
         return self.discriminate(inputs["token_ids"], training=training)
+
+    def get_config(self):
+        return _task_config(
+            self,
+            tie_embeddings=self.tie_embeddings,
+            generator_size=self.generator_size,
+            discriminator_weight=self.discriminator_weight,
+        )
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**_with_backbone(config))
 
     def train_step(self, data):
         inputs, targets, weights = data
@@ -277,7 +190,7 @@ class ReplacedTokenDetector(PretrainingEncoder):
             real_weights = tf.cast(real, tf.float32)
             per_position = tf.nn.sigmoid_cross_entropy_with_logits(labels=replaced, logits=replaced_logits)
             replaced_loss = tf.reduce_sum(per_position * real_weights) / tf.maximum(tf.reduce_sum(real_weights), 1.0)
-            loss = masked_lm_loss + self.config_values["discriminator_weight"] * replaced_loss
+            loss = masked_lm_loss + self.discriminator_weight * replaced_loss
         gradients = tape.gradient(loss, self.trainable_variables)
         self.optimizer.apply(gradients, self.trainable_variables)
 
@@ -313,51 +226,21 @@ def replace_with_samples(inputs, targets, weights, sampled):
 
 
 def build_pretrainer(model_cfg, pretrain_cfg, vocab_size: int):
-    """The stage's model for ``pretrain.objective``, on an encoder shaped as ``model_cfg`` says:
-    :class:`MaskedLanguageModel` (mlm) or :class:`ReplacedTokenDetector` (electra); built."""
-    encoder = dict(
-        vocab_size=vocab_size,
-        max_len=model_cfg.max_len,
-        embed_dim=model_cfg.embed_dim,
-        num_layers=model_cfg.num_layers,
-        num_heads=model_cfg.num_heads,
-        key_dim=model_cfg.key_dim,
-        value_dim=model_cfg.value_dim,
-        ff_dim=model_cfg.ff_dim,
-        dropout=pretrain_cfg.dropout,
-        activation=model_cfg.activation,
-        use_bias=model_cfg.use_bias,
-        norm_first=model_cfg.norm_first,
-        embedding_norm=model_cfg.embedding_norm,
-        position_encoding=model_cfg.get("position_encoding", "learned"),
-        cls_token=model_cfg.pooling == "cls",
-        tie_embeddings=pretrain_cfg.tie_embeddings,
+    """The stage's model for ``pretrain.objective``, on a backbone shaped as ``model_cfg`` says, with the
+    stage's dropout (and attention dropout 0, Keras's fused attention path): :class:`MaskedLanguageModel`
+    (mlm) or :class:`ReplacedTokenDetector` (electra); built."""
+    backbone = EncoderBackbone.from_model_config(
+        model_cfg, vocab_size, dropout=pretrain_cfg.dropout, attention_dropout=0.0
     )
     if pretrain_cfg.objective == "mlm":
-        model = MaskedLanguageModel(**encoder, name="masked_lm")
+        model = MaskedLanguageModel(backbone, tie_embeddings=pretrain_cfg.tie_embeddings, name="masked_lm")
     else:
         model = ReplacedTokenDetector(
-            **encoder,
+            backbone,
+            tie_embeddings=pretrain_cfg.tie_embeddings,
             generator_size=float(pretrain_cfg.generator_size),
             discriminator_weight=float(pretrain_cfg.discriminator_weight),
             name="electra",
         )
     model.build()
     return model
-
-
-def encoder_layer_names(model) -> list[str]:
-    """The layers a masked LM and a classifier share: embedding, encoder blocks, final_norm."""
-    return [
-        layer.name
-        for layer in model.layers
-        if layer.name == "embedding" or isinstance(layer, EncoderBlock) or layer.name == "final_norm"
-    ]
-
-
-def copy_encoder_weights(source, target) -> list[str]:
-    """Copy the shared encoder layers' weights from ``source`` into ``target`` (by layer name)."""
-    names = encoder_layer_names(target)
-    for name in names:
-        target.get_layer(name).set_weights(source.get_layer(name).get_weights())
-    return names

@@ -28,7 +28,7 @@ from mha_project.training.history import read_history
 log = logging.getLogger(__name__)
 
 
-# The classifier's layers that the masked LM trains (same names in both models).
+# The backbone arguments a pretrained run must share with the run that fine-tunes its backbone.
 ARCHITECTURE_KEYS = (
     "num_layers",
     "num_heads",
@@ -46,8 +46,13 @@ ARCHITECTURE_KEYS = (
 
 
 def uses_pretraining(cfg) -> bool:
-    """Whether this run pretrains (``pretrain=mlm``) or starts from a pretrained run (``pretrain.from``)."""
-    return cfg.pretrain.objective != "none" or bool(cfg.pretrain["from"])
+    """Whether this run pretrains (``pretrain=mlm``) or starts from a pretrained run (``pretrain.from_run``)."""
+    return cfg.pretrain.objective != "none" or bool(cfg.pretrain.from_run)
+
+
+def pretrained_backbone(pretrainer, model_cfg):
+    """The classifier's backbone: the pretrained one's shape and weights, with fine-tuning's dropout."""
+    return pretrainer.backbone.clone(dropout=model_cfg.dropout, attention_dropout=model_cfg.get("attention_dropout"))
 
 
 def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
@@ -146,10 +151,10 @@ def _float(value):
 
 
 def check_pretrained_source(source, cfg, vectorizer) -> dict:
-    """For ``pretrain.from=SOURCE``: the source's pretraining summary, after checking that its encoder
+    """For ``pretrain.from_run=SOURCE``: the source's pretraining summary, after checking that its encoder
     fits this run (same architecture, same vocabulary); a mismatch is a one-line ConfigError."""
     source = Path(source)
-    shown = f"pretrain.from={source}"
+    shown = f"pretrain.from_run={source}"
     config_file = source / ".hydra" / "config.yaml"
     if not config_file.is_file():
         raise ConfigError(f"{shown} is not a run directory (no .hydra/config.yaml)")

@@ -23,7 +23,6 @@ from mha_project.data.sources import TextSplits, concat_texts, load_dataset, loa
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary, save_vocabulary
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.classifier import build_classifier, model_summary
-from mha_project.model.pretraining import copy_encoder_weights
 from mha_project.training.callbacks import AttentionLogger, BestWeights
 from mha_project.training.distribute import make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
@@ -37,7 +36,12 @@ from mha_project.training.fitting import (
 )
 from mha_project.training.history import read_history
 from mha_project.training.hparams import hparams_of
-from mha_project.training.pretraining import check_pretrained_source, run_pretraining, uses_pretraining
+from mha_project.training.pretraining import (
+    check_pretrained_source,
+    pretrained_backbone,
+    run_pretraining,
+    uses_pretraining,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +79,7 @@ class Inputs:
     train: tf.data.Dataset
     val: tf.data.Dataset
     test: tf.data.Dataset
-    pretrained_source: dict | None  # pretrain.from's summary, checked against this run
+    pretrained_source: dict | None  # pretrain.from_run's summary, checked against this run
 
 
 def prepare_inputs(cfg: DictConfig, run_dir: Path) -> Inputs:
@@ -97,8 +101,8 @@ def prepare_inputs(cfg: DictConfig, run_dir: Path) -> Inputs:
             words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), cfg.data.vocab_size)
             vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=words)
     source_summary = None
-    if cfg.pretrain["from"]:
-        source_summary = check_pretrained_source(cfg.pretrain["from"], cfg, vectorizer)
+    if cfg.pretrain.from_run:
+        source_summary = check_pretrained_source(cfg.pretrain.from_run, cfg, vectorizer)
     if not vocab_file.exists():
         save_vocabulary(vectorizer, vocab_file)
 
@@ -148,7 +152,7 @@ def plan_fit(cfg: DictConfig, inputs: Inputs) -> FitPlan:
 
 
 def pretrain_stage(cfg: DictConfig, run_dir: Path, record, inputs: Inputs, strategy) -> Path | None:
-    """The masked-LM or ELECTRA stage (or ``pretrain.from``'s); returns the masked LM the classifier's
+    """The masked-LM or ELECTRA stage (or ``pretrain.from_run``'s); returns the masked LM the classifier's
     encoder starts from, if any."""
     if not record.done("pretrained"):
         summary = inputs.pretrained_source
@@ -163,23 +167,25 @@ def pretrain_stage(cfg: DictConfig, run_dir: Path, record, inputs: Inputs, strat
         record.finish_stage("pretrained", pretrain=summary)
     if cfg.pretrain.objective != "none":
         return run_dir / PRETRAIN_DIR / "model.keras"
-    if cfg.pretrain["from"]:
-        return Path(cfg.pretrain["from"]) / PRETRAIN_DIR / "model.keras"
+    if cfg.pretrain.from_run:
+        return Path(cfg.pretrain.from_run) / PRETRAIN_DIR / "model.keras"
     return None
 
 
 def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: FitPlan, pretrained_from):
-    """The compiled classifier, its encoder copied from ``pretrained_from`` when given; writes its summary."""
-    if uses_pretraining(cfg):
-        # The classifier's own initial weights must not depend on whether the stage ran in this process
-        # (a resume after it) or how much randomness it used; runs without it are untouched.
-        keras.utils.set_random_seed(cfg.seed)
+    """The compiled classifier, on the backbone of ``pretrained_from`` when given; writes its summary."""
     with strategy.scope():
-        model = build_classifier(cfg.model, inputs.vectorizer.vocabulary_size(), inputs.data.num_classes)
+        pretrained = None if pretrained_from is None else load_model_safely(pretrained_from)
+        if uses_pretraining(cfg):
+            # The classifier's own initial weights must not depend on whether the stage ran in this process
+            # (a resume after it) or how much randomness it used; runs without it are untouched.
+            keras.utils.set_random_seed(cfg.seed)
+        backbone = None
+        if pretrained is not None:
+            backbone = pretrained_backbone(pretrained, cfg.model)
+            log.info(f"backbone initialised from {pretrained_from}")
+        model = build_classifier(cfg.model, inputs.vectorizer.vocabulary_size(), inputs.data.num_classes, backbone)
         compile_classifier(model, cfg.trainer, plan.total_steps)
-        if pretrained_from is not None:
-            copied = copy_encoder_weights(load_model_safely(pretrained_from), model)
-            log.info(f"encoder initialised from {pretrained_from}: {', '.join(copied)}")
     summary = model_summary(model)
     write_text_atomic(run_dir / "model_summary.txt", summary)
     log.info("model:\n" + summary)
