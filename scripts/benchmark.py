@@ -10,7 +10,7 @@
     python scripts/benchmark.py --memory 200 data=folder data.path=/tmp/imdb_x16    # peak RSS as data grows
 
 --time-to-accuracy T trains (a) the keras.io "Text classification with Transformer" recipe as published
-(mha_project/benchmark.py) and (b) this project's configuration in alternating rounds of a quarter
+(benchmarks/keras_io_recipe.py) and (b) this project's configuration in alternating rounds of a quarter
 epoch on the same examples, each with its own clock, until both reach validation accuracy T.
 --repeats N runs that race N times (fresh models, same seed) and adds every ratio and their median:
 this CPU's speed flips by 2x within a minute, so one race's ratio depends on where the flips fell.
@@ -23,6 +23,7 @@ Takes the same overrides as scripts/train.py; prints one JSON object.
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -33,7 +34,9 @@ from mha_project.cli import fail
 from mha_project.config import register_configs, validate_config
 from mha_project.errors import UserError
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+sys.path.insert(0, str(ROOT))  # benchmarks/ (the harness) sits beside the package, not inside it
 
 
 def main() -> None:
@@ -92,11 +95,10 @@ def main() -> None:
             variants = {v: compose(config_name="train", overrides=[*args.overrides, *v.split()]) for v in args.variant}
         for checked in (cfg, *variants.values()):
             validate_config(checked)
-        from mha_project.benchmark import run_benchmark, run_time_to_accuracy
+        from benchmarks.race import run_time_to_accuracy
+        from benchmarks.throughput import run_benchmark, run_memory_probe
 
         if args.memory is not None:
-            from mha_project.benchmark import run_memory_probe
-
             result = run_memory_probe(cfg, steps=args.memory)
         elif args.time_to_accuracy is not None:
             result = run_time_to_accuracy(

@@ -102,12 +102,32 @@ def write_folder_dataset(root: Path, classes=("neg", "pos"), per_class: int = 12
     return root
 
 
+def run_sweep(sweep: Path, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``train.py -m`` with a tiny, quiet model and ``overrides``, into ``sweep``."""
+    return run_script("train.py", "-m", *overrides, *QUIET, f"hydra.sweep.dir={sweep}", timeout=timeout)
+
+
+# Values out of their range: each is refused with one line naming it (in-process and by the CLI).
+OUT_OF_RANGE = [
+    "heads=0",
+    "heads=-1",
+    "key_dim=0",
+    "value_dim=-5",
+    "layers=0",
+    "seq_len=0",
+    "batch_size=0",
+    "epochs=0",
+    "lr=0",
+    "dropout=1.5",
+    "dropout=-0.1",
+    "data.limit=0",
+]
+
+
 @pytest.fixture(scope="session")
 def sweep_dir(tmp_path_factory) -> Path:
     """heads=0 (fails validation), 1 and 2: two finished jobs and one failed, by the real CLI."""
     path = tmp_path_factory.mktemp("sweep") / "s"
-    result = run_script(
-        "train.py", "-m", "heads=0,1,2", *TINY_ANY_HEADS, *QUIET, f"hydra.sweep.dir={path}", timeout=600
-    )
+    result = run_sweep(path, "heads=0,1,2", *TINY_ANY_HEADS)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return path

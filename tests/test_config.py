@@ -5,7 +5,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import ROOT
+from conftest import OUT_OF_RANGE, ROOT
 from mha_project.config import register_configs, validate_config
 from mha_project.errors import ConfigError
 
@@ -82,18 +82,7 @@ def test_wrong_type_is_refused_by_the_schema():
 @pytest.mark.parametrize(
     "override,key",
     [
-        ("heads=0", "heads=0"),
-        ("heads=-1", "heads=-1"),
-        ("key_dim=0", "key_dim=0"),
-        ("value_dim=-5", "value_dim=-5"),
-        ("layers=0", "layers=0"),
-        ("seq_len=0", "seq_len=0"),
-        ("batch_size=0", "batch_size=0"),
-        ("epochs=0", "epochs=0"),
-        ("lr=0", "lr=0"),
-        ("dropout=1.5", "dropout=1.5"),
-        ("dropout=-0.1", "dropout=-0.1"),
-        ("data.limit=0", "data.limit=0"),
+        *((override, override) for override in OUT_OF_RANGE),
         ("trainer.precision=float8", "trainer.precision=float8"),
         ("model.position_encoding=sinusoidal", "model.position_encoding=sinusoidal"),
         ("data.truncation=middle", "data.truncation=middle"),

@@ -300,7 +300,8 @@ class KerasLayerChecks(TestCase):
         from mha_project.model.backbone import EncoderBackbone
         from mha_project.model.classifier import TextClassifier
 
-        backbone = EncoderBackbone(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
+        shape = dict(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
+        backbone = EncoderBackbone(**shape)
         self.run_layer_test(
             TextClassifier,
             init_kwargs=dict(backbone=backbone, num_classes=3, pooling="mean_max"),

@@ -89,8 +89,8 @@ def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
 
 
 def test_memory_probe_reports_each_stage_for_texts_held_on_disk(tmp_path):
+    from benchmarks.throughput import run_memory_probe
     from conftest import compose_cfg, write_folder_dataset
-    from mha_project.benchmark import run_memory_probe
 
     root = write_folder_dataset(tmp_path / "d", per_class=40)
     cfg = compose_cfg(*TINY, "data=folder", f"data.path={root}", "data.vocab_sample=20")

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import QUIET, ROOT, TINY, compose_cfg, kill_when, run_script, write_folder_dataset
+from conftest import QUIET, ROOT, TINY, compose_cfg, kill_when, run_script, run_sweep, write_folder_dataset
 from mha_project.errors import ConfigError, UserError
 
 MASK_ID = 999
@@ -508,17 +508,7 @@ def test_sweep_over_pretraining_and_seeds_is_grouped_by_pretrain(tmp_path):
     from mha_project.analysis.report import write_report
 
     sweep = tmp_path / "sweep"
-    result = run_script(
-        "train.py",
-        "-m",
-        "pretrain=none,mlm",
-        "seed=1,2",
-        *TINY,
-        *QUIET,
-        "pretrain.epochs=1",
-        f"hydra.sweep.dir={sweep}",
-        timeout=600,
-    )
+    result = run_sweep(sweep, "pretrain=none,mlm", "seed=1,2", *TINY, "pretrain.epochs=1")
     assert result.returncode == 0, result.stderr[-3000:]
     write_report(sweep)
     with open(sweep / "report_by_config.csv", newline="") as f:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import QUIET, TINY, run_script, small_model_config
+from conftest import QUIET, TINY, run_script, run_sweep, small_model_config
 from mha_project.analysis.head_importance import head_importance, masked_copy, set_head_mask
 from mha_project.analysis.report import collect_jobs
 from mha_project.model.backbone import encoder_blocks
@@ -51,16 +51,7 @@ def test_sweep_report(sweep_dir):
 def test_submitit_local_launcher_runs_each_job_in_its_own_dir(tmp_path):
     """The same launcher family as SLURM (hydra-submitit-launcher), as local processes."""
     sweep = tmp_path / "s"
-    result = run_script(
-        "train.py",
-        "-m",
-        "seed=1,2",
-        *TINY,
-        *QUIET,
-        "hydra/launcher=submitit_local",
-        f"hydra.sweep.dir={sweep}",
-        timeout=600,
-    )
+    result = run_sweep(sweep, "seed=1,2", *TINY, "hydra/launcher=submitit_local")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     seeds = {json.loads((sweep / job / "metrics.json").read_text())["hparams"]["seed"] for job in ("0", "1")}
     assert seeds == {1, 2}

@@ -29,14 +29,7 @@ def inspect_text(
         raise UserError('text is empty: give the sentence to inspect, e.g. "a lovely, fresh coffee"')
     run = load_run(run_dir)
 
-    full_length = len(run.vectorizer(np.asarray([text], dtype=object))[0])
-    notice = None
-    if full_length > run.seq_len:
-        kept = {"head": "first", "tail": "last", "head_tail": "first quarter and last three quarters of the"}
-        notice = (
-            f"notice: the text has {full_length} tokens; only the {kept[run.truncation]} {run.seq_len} are used "
-            f"(data.seq_len, data.truncation={run.truncation})"
-        )
+    notice = _truncation_notice(run, text)
     if len(encode([text], run.vectorizer, run.seq_len, run.truncation)[0]) == 0:
         raise UserError(f"text {text!r} has no tokens after standardisation (only punctuation or spaces)")
 
@@ -45,21 +38,7 @@ def inspect_text(
     probs = run.model.predict(pad_batch(encode([text], run.vectorizer, run.seq_len, run.truncation)), verbose=0)[0]
     predicted = int(np.argmax(probs))
 
-    top = []  # per layer and head: the tokens that receive the most attention, with their positions
-    for l, layer_scores in enumerate(scores):
-        entropies = normalized_entropy(layer_scores, real)
-        for h in range(layer_scores.shape[1]):
-            # With [CLS], its row is what the classifier reads; otherwise average over all queries.
-            received = layer_scores[0, h, 0] if tokens[0] == "[CLS]" else layer_scores[0, h].mean(axis=0)
-            order = np.argsort(-received[: len(tokens)])[:top_k]
-            top.append(
-                {
-                    "layer": l,
-                    "head": h,
-                    "normalized_entropy": float(entropies[h]),
-                    "tokens": [(int(i), tokens[i], float(received[i])) for i in order],
-                }
-            )
+    top = _most_attended(scores, tokens, real, top_k)
 
     out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
     if out and out_path.is_dir():  # --out DIR: the default file name inside it
@@ -116,6 +95,37 @@ def inspect_text(
         "html": str(html) if html else None,
         "notice": notice,
     }
+
+
+def _truncation_notice(run, text: str) -> str | None:
+    full_length = len(run.vectorizer(np.asarray([text], dtype=object))[0])
+    if full_length <= run.seq_len:
+        return None
+    kept = {"head": "first", "tail": "last", "head_tail": "first quarter and last three quarters of the"}
+    return (
+        f"notice: the text has {full_length} tokens; only the {kept[run.truncation]} {run.seq_len} are used "
+        f"(data.seq_len, data.truncation={run.truncation})"
+    )
+
+
+def _most_attended(scores, tokens, real, top_k: int) -> list[dict]:
+    """Per layer and head: the tokens that receive the most attention, with their positions."""
+    top = []
+    for l, layer_scores in enumerate(scores):
+        entropies = normalized_entropy(layer_scores, real)
+        for h in range(layer_scores.shape[1]):
+            # With [CLS], its row is what the classifier reads; otherwise average over all queries.
+            received = layer_scores[0, h, 0] if tokens[0] == "[CLS]" else layer_scores[0, h].mean(axis=0)
+            order = np.argsort(-received[: len(tokens)])[:top_k]
+            top.append(
+                {
+                    "layer": l,
+                    "head": h,
+                    "normalized_entropy": float(entropies[h]),
+                    "tokens": [(int(i), tokens[i], float(received[i])) for i in order],
+                }
+            )
+    return top
 
 
 def _slug(text: str) -> str:

@@ -47,53 +47,7 @@ class EncoderBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
-        # Every layer takes the backbone's dtype policy, so a mixed-precision model reloads as one.
-        rotary = position_encoding == "rotary"
-        embedding = TokenAndPositionEmbedding(
-            vocab_size,
-            max_len,
-            embed_dim,
-            cls_token=cls_token,
-            input_scale=embedding_norm,
-            learned_positions=not rotary,
-            dtype=dtype,
-            name="embedding",
-        )
-        embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
-        blocks = [
-            EncoderBlock(
-                num_heads=num_heads,
-                key_dim=key_dim,
-                value_dim=value_dim,
-                ff_dim=ff_dim,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                activation=activation,
-                use_bias=use_bias,
-                norm_first=norm_first,
-                rotary_positions=rotary,
-                dtype=dtype,
-                name=f"encoder_{i}",
-            )
-            for i in range(num_layers)
-        ]
-        final_norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
-
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        x = embedding_dropout(embedding(token_ids))
-        for block in blocks:
-            x = block(x)
-        if final_norm is not None:
-            x = final_norm(x)
-        super().__init__(inputs=token_ids, outputs=x, **kwargs)
-        if dtype is not None:
-            self.dtype_policy = keras.dtype_policies.get(dtype)  # a functional model drops it (keras-hub does this)
-
-        self.embedding = embedding
-        self.embedding_dropout = embedding_dropout
-        self.blocks = blocks
-        self.final_norm = final_norm
-        self.arguments = dict(
+        arguments = dict(
             vocab_size=vocab_size,
             max_len=max_len,
             embed_dim=embed_dim,
@@ -111,6 +65,24 @@ class EncoderBackbone(keras.Model):
             position_encoding=position_encoding,
             cls_token=cls_token,
         )
+
+        embedding, embedding_dropout, blocks, final_norm = _encoder_layers(dtype=dtype, **arguments)
+
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        x = embedding_dropout(embedding(token_ids))
+        for block in blocks:
+            x = block(x)
+        if final_norm is not None:
+            x = final_norm(x)
+        super().__init__(inputs=token_ids, outputs=x, **kwargs)
+        if dtype is not None:
+            self.dtype_policy = keras.dtype_policies.get(dtype)  # a functional model drops it (keras-hub does this)
+
+        self.embedding = embedding
+        self.embedding_dropout = embedding_dropout
+        self.blocks = blocks
+        self.final_norm = final_norm
+        self.arguments = arguments
 
     @classmethod
     def from_model_config(cls, model_cfg, vocab_size: int, **changes) -> EncoderBackbone:
@@ -157,6 +129,60 @@ class EncoderBackbone(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def _encoder_layers(
+    vocab_size,
+    max_len,
+    embed_dim,
+    num_layers,
+    num_heads,
+    key_dim,
+    ff_dim,
+    value_dim,
+    dropout,
+    attention_dropout,
+    activation,
+    use_bias,
+    norm_first,
+    embedding_norm,
+    position_encoding,
+    cls_token,
+    dtype,
+):
+    """The backbone's layers, each with the backbone's dtype policy (a mixed-precision model reloads as one)."""
+    rotary = position_encoding == "rotary"
+    embedding = TokenAndPositionEmbedding(
+        vocab_size,
+        max_len,
+        embed_dim,
+        cls_token=cls_token,
+        input_scale=embedding_norm,
+        learned_positions=not rotary,
+        dtype=dtype,
+        name="embedding",
+    )
+    embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+    blocks = [
+        EncoderBlock(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            ff_dim=ff_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            use_bias=use_bias,
+            norm_first=norm_first,
+            rotary_positions=rotary,
+            dtype=dtype,
+            name=f"encoder_{i}",
+        )
+        for i in range(num_layers)
+    ]
+    final_norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
+
+    return embedding, embedding_dropout, blocks, final_norm
 
 
 def backbone_of(model) -> keras.Model:

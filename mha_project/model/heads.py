@@ -53,11 +53,11 @@ class MaskedMaxPooling(_MaskedPooling):
 
     Keras's ``GlobalMaxPooling1D`` ignores the mask, so padding positions could win the max.
 
-    Example:
-    >>> pool = MaskedMaxPooling()
-    >>> x = ops.convert_to_tensor([[[1.0], [3.0], [100.0]]])
-    >>> float(pool(x, mask=ops.convert_to_tensor([[True, True, False]]))[0, 0])
-    3.0
+    Example (the second text has no real tokens):
+    >>> x = ops.convert_to_tensor([[[1.0], [3.0], [100.0]], [[5.0], [6.0], [7.0]]])
+    >>> mask = ops.convert_to_tensor([[True, True, False], [False, False, False]])
+    >>> ops.convert_to_numpy(MaskedMaxPooling()(x, mask=mask))[:, 0].tolist()
+    [3.0, 0.0]
     """
 
     def call(self, inputs, mask=None):

@@ -70,51 +70,9 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
         f"batches · mask rate {pcfg.mask_rate} · tied embeddings {pcfg.tie_embeddings}"
     )
     model = build_pretrainer(cfg.model, pcfg, vectorizer.vocabulary_size())
-    optimizer = keras.optimizers.AdamW(
-        learning_rate=warmup_cosine(pcfg.lr, pcfg.warmup_fraction, steps_per_epoch * pcfg.epochs),
-        weight_decay=0.01,
-        clipnorm=1.0,
-    )
-    if pcfg.objective == "mlm":
-        model.compile(
-            optimizer=optimizer,
-            # The mean over the chosen positions only (rows with fewer than P carry weight 0).
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
-            weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="masked_accuracy")],
-            jit_compile=False,
-        )
-    else:  # electra: losses and metrics live in ReplacedTokenDetector.train_step
-        model.compile(optimizer=optimizer, jit_compile=False)
+    _compile_pretrainer(model, pcfg, steps_per_epoch)
 
-    after_csv = []
-    if cfg.logger.tensorboard:
-        tb_dir = stage_dir / "tensorboard"
-        after_csv.append(keras.callbacks.TensorBoard(tb_dir, update_freq="epoch"))
-        attention = cfg.logger.attention
-        if attention.every_n_epochs > 0:
-            probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
-            after_csv.append(
-                AttentionLogger(
-                    tb_dir / "attention",
-                    vectorizer,
-                    probes,
-                    int(cfg.data.seq_len),
-                    attention.every_n_epochs,
-                    max_tokens=attention.max_tokens,
-                    classify=False,
-                    truncation=cfg.data.truncation,
-                )
-            )
-        if pcfg.probe_texts:
-            after_csv.append(
-                FillMaskLogger(
-                    tb_dir / "fill_mask",
-                    vectorizer,
-                    list(pcfg.probe_texts),
-                    int(cfg.data.seq_len),
-                    truncation=cfg.data.truncation,
-                )
-            )
+    after_csv = _stage_loggers(cfg, stage_dir, vectorizer)
     fit = fit_resumably(
         model,
         dataset,
@@ -144,6 +102,58 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
         "seconds": round(fit.counter.elapsed_offset + fit.seconds, 3),
         "from": None,
     }
+
+
+def _compile_pretrainer(model, pcfg, steps_per_epoch: int) -> None:
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=warmup_cosine(pcfg.lr, pcfg.warmup_fraction, steps_per_epoch * pcfg.epochs),
+        weight_decay=0.01,
+        clipnorm=1.0,
+    )
+    if pcfg.objective == "mlm":
+        model.compile(
+            optimizer=optimizer,
+            # The mean over the chosen positions only (rows with fewer than P carry weight 0).
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
+            weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="masked_accuracy")],
+            jit_compile=False,
+        )
+    else:  # electra: losses and metrics live in ReplacedTokenDetector.train_step
+        model.compile(optimizer=optimizer, jit_compile=False)
+
+
+def _stage_loggers(cfg, stage_dir: Path, vectorizer) -> list:
+    """The stage's TensorBoard callbacks: scalars, its attention on the probes, the probes' [MASK] fills."""
+    pcfg, after_csv = cfg.pretrain, []
+    if cfg.logger.tensorboard:
+        tb_dir = stage_dir / "tensorboard"
+        after_csv.append(keras.callbacks.TensorBoard(tb_dir, update_freq="epoch"))
+        attention = cfg.logger.attention
+        if attention.every_n_epochs > 0:
+            probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
+            after_csv.append(
+                AttentionLogger(
+                    tb_dir / "attention",
+                    vectorizer,
+                    probes,
+                    int(cfg.data.seq_len),
+                    attention.every_n_epochs,
+                    max_tokens=attention.max_tokens,
+                    classify=False,
+                    truncation=cfg.data.truncation,
+                )
+            )
+        if pcfg.probe_texts:
+            after_csv.append(
+                FillMaskLogger(
+                    tb_dir / "fill_mask",
+                    vectorizer,
+                    list(pcfg.probe_texts),
+                    int(cfg.data.seq_len),
+                    truncation=cfg.data.truncation,
+                )
+            )
+    return after_csv
 
 
 def _float(value):
