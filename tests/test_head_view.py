@@ -61,7 +61,9 @@ def _chromium(*args: str) -> subprocess.CompletedProcess:
 
 
 def _selftest(page: Path, view: str = "") -> dict:
-    dom = _chromium("--virtual-time-budget=10000", "--dump-dom", f"{page.as_uri()}#selftest{view}").stdout
+    dom = _chromium(
+        "--window-size=1400,1000", "--virtual-time-budget=10000", "--dump-dom", f"{page.as_uri()}#selftest{view}"
+    ).stdout
     found = re.search(r'<pre id="selftest">(.*?)</pre>', dom, re.S)
     assert found, dom[-2000:]
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
@@ -70,8 +72,15 @@ def _selftest(page: Path, view: str = "") -> dict:
 def _screenshot(page: Path, out: Path, view: str = "") -> np.ndarray:
     import matplotlib.image
 
-    _chromium("--window-size=1000,700", f"--screenshot={out}", f"{page.as_uri()}#{view}")
+    _chromium("--window-size=1400,1000", f"--screenshot={out}", f"{page.as_uri()}#{view}")
     return matplotlib.image.imread(out)
+
+
+def _width_used(pixels: np.ndarray, top: int = 200) -> float:
+    """The share of the window's width between the first and the last column drawn in below the header."""
+    inked = (pixels[top:, :, :3].mean(-1) < 0.85).any(axis=0)
+    columns = np.flatnonzero(inked)
+    return (columns[-1] - columns[0] + 1) / pixels.shape[1] if len(columns) else 0.0
 
 
 @pytest.mark.slow
@@ -81,17 +90,23 @@ def test_head_view_in_a_real_browser_for_512_tokens(tmp_path):
     result = _selftest(page)
     assert result["tokens"] == result["query_elements"] == result["key_elements"] == 512  # one element per token
     steps = {s["step"]: s for s in result["steps"]}
-    every, one = steps["all heads"], steps["click head chip"]
-    assert one["isolated"] == 1 and every["isolated"] is None
-    assert 0 < one["lines"] < every["lines"] and one["checksum"] != every["checksum"]  # the picture changed
+    default, every, one = steps["default"], steps["all heads"], steps["click head chip"]
+    # It opens on one head: about a quarter of the lines of all four overlaid.
+    assert default["isolated"] == 0 and every["isolated"] is None and one["isolated"] == 1
+    assert 0 < default["lines"] < 0.4 * every["lines"] and 0 < one["lines"] < 0.4 * every["lines"]
+    assert one["checksum"] != default["checksum"] != every["checksum"]  # the picture changed
     assert 0 < steps["hover first query"]["lines"] < one["lines"]
     assert steps["hover first key"]["checksum"] != steps["hover first query"]["checksum"]
+    assert result["weights_shown_on_hover"] > 0  # hovering a key shows each query's weight beside it
+    assert result["canvas_width"] > 0.6 * result["window_width"]  # the lines use the window's width
 
     pixels = _screenshot(page, tmp_path / "shot.png")
-    pixels_one_head = _screenshot(page, tmp_path / "shot_head1.png", "head=1")
-    assert pixels.shape[0] >= 600 and pixels.shape[1] >= 900
+    pixels_all = _screenshot(page, tmp_path / "shot_all.png", "head=all")
+    assert pixels.shape[0] >= 900 and pixels.shape[1] >= 1300
     assert pixels.std() > 0.05 and (pixels[..., :3].mean(-1) < 0.9).mean() > 0.02  # not blank
-    assert np.abs(pixels - pixels_one_head).mean() > 0.001  # selecting a head changes what is drawn
+    assert _width_used(pixels) > 0.8  # drawn across the window, not in its left third
+    ink = (pixels[200:, :, :3].mean(-1) < 0.85).mean()
+    assert ink < (pixels_all[200:, :, :3].mean(-1) < 0.85).mean()  # one head draws less than all four
 
 
 @pytest.mark.slow
@@ -112,6 +127,8 @@ def test_every_run_writes_a_head_view_and_inspect_writes_one_on_request(tiny_run
     result = _selftest(run_page)
     assert result["heads"] == 2 and result["query_elements"] == result["tokens"] > 0
     assert result["steps"][0]["lines"] > 0
+    caption = re.search(r'<div id="caption">(.*?)</div>', _chromium("--dump-dom", run_page.as_uri()).stdout).group(1)
+    assert re.fullmatch(r"predicted \w+ \(p=0\.\d\d\) · true label \w+ · \d+ tokens", caption), caption
 
     text = "the coffee was fresh and lovely " * 3
     out = tmp_path / "one.html"

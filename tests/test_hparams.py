@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import QUIET, compose_cfg, train_tiny
-from mha_project.training.hparams import experiment_hparams, hparams_of, swept_domains
+from mha_project.training.hparams import FINAL_METRICS, experiment_hparams, hparams_of, swept_domains
 
 
 def test_hparams_are_what_was_trained_not_the_shortcuts():
@@ -94,27 +94,20 @@ def _until(post, route, body, ready, seconds=90):
         time.sleep(0.5)
 
 
+ALL_STATUSES = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]
+
+
+def _session_groups(post, count: int) -> list[dict]:
+    body = {"experimentName": "", "allowedStatuses": ALL_STATUSES, "colParams": [], "startIndex": 0, "sliceSize": 100}
+    return _until(post, "session_groups", body, lambda g: len(g.get("sessionGroups", [])) == count)["sessionGroups"]
+
+
 @pytest.mark.slow
 def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(sweep_dir):
-    # sweep_dir: heads=0 (refused before it starts), 1 and 2. Next to it, a run that fails after starting.
-    diverged = sweep_dir.parent / "diverged"
-    result = train_tiny(diverged, "lr=1e30", *QUIET)
-    assert result.returncode == 2 and "training diverged" in result.stderr
-
-    with tensorboard(sweep_dir.parent) as post:
+    # sweep_dir: heads=0 (refused before it starts), 1 and 2.
+    with tensorboard(sweep_dir) as post:
         experiment = _until(post, "experiment", {"experimentName": ""}, lambda e: e.get("hparamInfos"))
-        groups = _until(
-            post,
-            "session_groups",
-            {
-                "experimentName": "",
-                "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"],
-                "colParams": [],
-                "startIndex": 0,
-                "sliceSize": 100,
-            },
-            lambda g: len(g.get("sessionGroups", [])) == 3,
-        )["sessionGroups"]
+        groups = _session_groups(post, 2)
 
     infos = experiment["hparamInfos"]
     assert all(i["type"] != "DATA_TYPE_UNSET" for i in infos)
@@ -125,14 +118,45 @@ def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(s
     assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"hparams/test_accuracy", "epoch_accuracy"}
 
     status = {Path(g["name"]).name: g["sessions"][0]["status"] for g in groups}
-    assert status == {"1": "STATUS_SUCCESS", "2": "STATUS_SUCCESS", "diverged": "STATUS_FAILURE"}
+    assert status == {"1": "STATUS_SUCCESS", "2": "STATUS_SUCCESS"}
     heads = {Path(g["name"]).name: g["hparams"]["heads"] for g in groups}
-    assert heads == {"1": 1.0, "2": 2.0, "diverged": 2.0}
+    assert heads == {"1": 1.0, "2": 2.0}
     for g in groups:
         assert "null" not in g["hparams"].values() and g["hparams"]["value_dim"] == 8.0
-    finished = [g for g in groups if Path(g["name"]).name in ("1", "2")]
-    assert all(any(m["name"]["tag"] == "hparams/test_accuracy" for m in g["metricValues"]) for g in finished)
+    assert all(any(m["name"]["tag"] == "hparams/test_accuracy" for m in g["metricValues"]) for g in groups)
     # TensorBoard's record and metrics.json agree, key for key
     recorded = json.loads((sweep_dir / "1" / "metrics.json").read_text())["hparams"]
     shown = next(g["hparams"] for g in groups if Path(g["name"]).name == "1")
     assert recorded == shown
+
+
+@pytest.mark.slow
+def test_a_single_runs_table_has_the_declared_metrics_only_and_a_failed_run_says_so(tiny_run, tmp_path):
+    # Issue case: without an experiment config TensorBoard made a column of each of 36 scalars (every
+    # per-head entropy, the clock); a run declares its five.
+    diverged = tmp_path / "runs" / "diverged"
+    result = train_tiny(diverged, "lr=1e30", *QUIET)
+    assert result.returncode == 2 and "training diverged" in result.stderr
+    for logdir, status in ((tiny_run, "STATUS_SUCCESS"), (diverged.parent, "STATUS_FAILURE")):
+        with tensorboard(logdir) as post:
+            experiment = _until(post, "experiment", {"experimentName": ""}, lambda e: e.get("metricInfos"))
+            (group,) = _session_groups(post, 1)
+        metrics = [m["name"]["tag"] for m in experiment["metricInfos"]]
+        assert metrics == [f"hparams/{m}" for m in FINAL_METRICS] + ["epoch_accuracy"]
+        assert group["sessions"][0]["status"] == status
+        assert group["hparams"]["heads"] == 2.0
+
+
+@pytest.mark.slow
+def test_attention_and_keras_epoch_scalars_share_their_steps(tiny_run):
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    runs = EventMultiplexer().AddRunsFromDirectory(str(tiny_run / "tensorboard"))
+    runs.Reload()
+    epochs = [e.step for e in runs.Tensors("validation", "epoch_accuracy")]
+    attention = runs.Runs()["attention"]["tensors"]
+    image = next(tag for tag in attention if tag.startswith("attention/"))
+    entropy = next(tag for tag in attention if "entropy" in tag)
+    assert epochs == list(range(len(epochs))) and epochs
+    assert [e.step for e in runs.Tensors("attention", image)] == epochs
+    assert [e.step for e in runs.Tensors("attention", entropy)] == epochs

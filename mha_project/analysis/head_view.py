@@ -5,17 +5,18 @@ The page itself is ``head_view.html`` next to this module; this fills in the dat
 bertviz's head view is the reference for this picture, but it needs PyTorch and transformers and its
 users report it breaking on long inputs, so this is a small one of our own for Keras models:
 
-* a layer selector, one coloured chip per head (click a chip to isolate that head, click again for all);
+* a layer selector, one coloured chip per head: it opens on head 0 alone (a learner reads one head at a
+  time; every head overlaid is hundreds of crossing lines), "all" overlays them;
 * queries on the left, keys on the right, a line from query i to key j with opacity = attention weight,
-  every selected head overlaid in its colour (weights below ``MIN_WEIGHT`` are not drawn);
+  across the window's width (weights below ``MIN_WEIGHT`` are not drawn);
 * hover a token on the left: whom it attends to; on the right: who attends to it (the other side's
-  tokens are shaded by the weight);
+  tokens are shaded by the weight and show it);
 * long texts (512 tokens and more) scroll; weights travel as one byte each (``sqrt`` scaled, so small
   weights keep their precision), about 1 MB per layer of four heads at 512 tokens.
 
-The page reads ``#text=0&layer=0&head=1&hover=q3`` from its address (links to one view, and the screenshots in the
-README), and ``#selftest`` makes it click through a head chip and a token and write what it drew into
-``<pre id="selftest">``: that is how tests check it in a real (headless) browser."""
+The page reads ``#text=0&layer=0&head=1&hover=q3`` (``head=all``: every head) from its address (links to one
+view, and the screenshots in the README), and ``#selftest`` makes it click through the chips and a token and
+write what it drew into ``<pre id="selftest">``: that is how tests check it in a real (headless) browser."""
 
 from __future__ import annotations
 
@@ -78,10 +79,22 @@ def head_view_html(texts: list[dict], title: str = "attention head view") -> str
 
 
 def write_head_view(
-    path, model, vectorizer, texts, seq_len: int, class_names=None, title: str = "", truncation: str = "head"
+    path,
+    model,
+    vectorizer,
+    texts,
+    seq_len: int,
+    class_names=None,
+    title: str = "",
+    truncation: str = "head",
+    labels=None,
 ) -> Path:
-    """Compute the attention of ``model`` on ``texts`` and write the page to ``path`` (atomically)."""
-    texts = [t for t, row in zip(texts, encode(list(texts), vectorizer, seq_len, truncation)) if len(row) > 0]
+    """Compute the attention of ``model`` on ``texts`` and write the page to ``path`` (atomically); each
+    text's caption names the prediction and, when ``labels`` are given, the true label."""
+    rows = encode(list(texts), vectorizer, seq_len, truncation)
+    kept = [k for k, row in enumerate(rows) if len(row) > 0]
+    texts = [texts[k] for k in kept]
+    labels = None if labels is None else [labels[k] for k in kept]
     if not texts:
         return None
     scores, tokens, _real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
@@ -89,11 +102,13 @@ def write_head_view(
     items = []
     for k, text in enumerate(texts):
         predicted = int(np.argmax(probs[k]))
-        label = class_names[predicted] if class_names else str(predicted)
+        caption = f"predicted {_class_name(predicted, class_names)} (p={probs[k][predicted]:.2f})"
+        if labels is not None:
+            caption += f" · true label {_class_name(int(labels[k]), class_names)}"
         items.append(
             {
                 "text": text,
-                "caption": f"predicted {label} (p={probs[k][predicted]:.2f})",
+                "caption": caption,
                 "tokens": tokens[k],
                 "scores": [layer[k] for layer in scores],
             }
@@ -101,3 +116,7 @@ def write_head_view(
     path = Path(path)
     write_text_atomic(path, head_view_html(items, title or "attention head view"))
     return path
+
+
+def _class_name(index: int, class_names) -> str:
+    return class_names[index] if class_names else str(index)

@@ -66,7 +66,7 @@ class AttentionLogger(keras.callbacks.Callback):
                 self.vectorizer,
                 self.texts,
                 self.seq_len,
-                epoch + 1,
+                epoch,  # the step of Keras's epoch scalars, so the attention lines up with them
                 truncation=self.truncation,
                 labels=self.labels,
                 class_names=self.class_names,
@@ -101,7 +101,7 @@ class FillMaskLogger(keras.callbacks.Callback):
         self.top_k = top_k
 
     def on_epoch_end(self, epoch, logs=None):
-        with self.writer.as_default(step=epoch + 1):
+        with self.writer.as_default(step=epoch):  # Keras's epoch scalars are on step `epoch` too
             for k, text in enumerate(self.texts):
                 filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k, self.truncation)
                 lines = [
@@ -112,21 +112,31 @@ class FillMaskLogger(keras.callbacks.Callback):
         self.writer.flush()
 
 
-class StageCSVLogger(keras.callbacks.CSVLogger):
-    """``CSVLogger`` for a stage without validation data: Keras's version then adds an empty ``val_`` twin
-    of every column (written ``NA``) in case validation appears later; here the columns are the logs."""
+class HistoryCSVLogger(keras.callbacks.CSVLogger):
+    """``CSVLogger`` for history.csv that adds the :class:`EpochCounter`'s columns (``elapsed_seconds``,
+    ``data_epochs``) to each row, outside the epoch logs: the progress line keeps Keras's one clock and
+    TensorBoard does not get a scalar per clock.
+
+    ``validation=False`` (a stage without validation data): Keras's version would add an empty ``val_`` twin
+    of every column (written ``NA``) in case validation appears later; then the columns are the logs."""
+
+    def __init__(self, filename, counter, validation: bool = True, **kwargs):
+        super().__init__(filename, **kwargs)
+        self.counter = counter
+        self.validation = validation
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.keys is None and logs:
-            self.keys = sorted(logs.keys())
-        super().on_epoch_end(epoch, logs)
+        row = {**(logs or {}), **self.counter.columns}
+        if self.keys is None and not self.validation:
+            self.keys = sorted(row.keys())
+        super().on_epoch_end(epoch, row)
 
 
 class EpochCounter(keras.callbacks.Callback):
-    """Remembers the last completed epoch and adds ``elapsed_seconds`` (training time since the run
-    began, across resumes: ``elapsed_offset`` is what earlier processes trained) to the epoch logs, so
-    history.csv tells when a validation accuracy was first reached. With several validation rounds per
-    epoch it also adds ``data_epochs``, the passes over the training data so far."""
+    """Remembers the last completed epoch and, in ``columns``, ``elapsed_seconds`` (training time since the
+    run began, across resumes: ``elapsed_offset`` is what earlier processes trained), which
+    :class:`HistoryCSVLogger` writes, so history.csv tells when a validation accuracy was first reached.
+    With several validation rounds per epoch it also counts ``data_epochs``, the passes over the data so far."""
 
     def __init__(self, rounds_per_epoch: int = 1, elapsed_offset: float = 0.0):
         super().__init__()
@@ -135,6 +145,7 @@ class EpochCounter(keras.callbacks.Callback):
         self.start = None
         self.rounds_per_epoch = rounds_per_epoch
         self.elapsed_offset = elapsed_offset
+        self.columns = {}
 
     def on_train_begin(self, logs=None):
         self.start = time.perf_counter()
@@ -143,10 +154,10 @@ class EpochCounter(keras.callbacks.Callback):
         self.last_epoch = epoch + 1
         if logs is not None and self.diverged_epoch is None and not np.isfinite(logs.get("loss", 0.0)):
             self.diverged_epoch = epoch + 1  # TerminateOnNaN ends fit within this epoch
-        if logs is not None and self.start is not None:
-            logs["elapsed_seconds"] = round(self.elapsed_offset + time.perf_counter() - self.start, 2)
+        if self.start is not None:
+            self.columns = {"elapsed_seconds": round(self.elapsed_offset + time.perf_counter() - self.start, 2)}
             if self.rounds_per_epoch > 1:  # Keras "epochs" are validation rounds: say how much data was seen
-                logs["data_epochs"] = round((epoch + 1) / self.rounds_per_epoch, 3)
+                self.columns["data_epochs"] = round((epoch + 1) / self.rounds_per_epoch, 3)
 
 
 class BestWeights(keras.callbacks.Callback):

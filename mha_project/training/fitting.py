@@ -12,7 +12,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from mha_project.training.callbacks import EpochCounter, ResumableBackup
+from mha_project.training.callbacks import EpochCounter, HistoryCSVLogger, ResumableBackup
 from mha_project.training.history import backed_up_epochs, trim_history
 from mha_project.training.schedules import WarmupCosine
 
@@ -93,15 +93,15 @@ def fit_resumably(
     *,
     before_csv=(),
     after_csv=(),
-    csv_logger=keras.callbacks.CSVLogger,
+    validation: bool = True,
     rounds: int = 1,
     **fit_args,
 ) -> FitResult:
     """``model.fit`` that a killed process resumes where it stopped, for the classifier and the pretraining
     stage alike: epochs in ``stage_dir/history.csv``, Keras's backup in ``stage_dir/backup``.
 
-    The callbacks run in this order: ``EpochCounter`` (``elapsed_seconds`` across resumes, so the CSV has
-    it), ``TerminateOnNaN``, ``before_csv``, the CSV logger, ``after_csv``, and ``ResumableBackup`` last:
+    The callbacks run in this order: ``EpochCounter`` (``elapsed_seconds`` across resumes, for the CSV),
+    ``TerminateOnNaN``, ``before_csv``, the CSV logger, ``after_csv``, and ``ResumableBackup`` last:
     an epoch is backed up only after everything above has recorded it.
     """
     history_csv = stage_dir / "history.csv"
@@ -111,7 +111,7 @@ def fit_resumably(
         counter,
         keras.callbacks.TerminateOnNaN(),
         *before_csv,
-        csv_logger(history_csv, append=True),
+        HistoryCSVLogger(history_csv, counter, validation=validation, append=True),
         *after_csv,
         ResumableBackup(stage_dir / "backup", history_csv),
     ]

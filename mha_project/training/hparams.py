@@ -8,7 +8,8 @@
   and ``differs`` set on the swept keys. TensorBoard sorts differing hyper-parameters first and shows the
   first five columns by default, so the swept keys are the visible ones. Runs of a sweep carry no
   experiment config of their own: TensorBoard uses the first one it finds, so there must be only one.
-* A single run has no experiment config; TensorBoard then infers types and ``differs`` from the sessions."""
+* A single run writes an experiment config of its own, without domains (every value shows) but with the
+  metrics declared: without one TensorBoard would make a column of every scalar the run logged."""
 
 from __future__ import annotations
 
@@ -136,9 +137,13 @@ def experiment_hparams(cfg: DictConfig, domains: dict):
     return hparams, differs
 
 
-def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict) -> None:
-    """The one experiment config of a sweep (``hp.hparams_config``, with ``differs`` on swept keys)."""
-    hparams, differs = experiment_hparams(cfg, domains)
+def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict | None) -> None:
+    """The one experiment config of a sweep (``hp.hparams_config``, with ``differs`` on swept keys), or with
+    ``domains=None`` a single run's: its hyper-parameters without domains, so no value is filtered out."""
+    if domains is None:
+        hparams, differs = [hp.HParam(name) for name in hparams_of(cfg)], set()
+    else:
+        hparams, differs = experiment_hparams(cfg, domains)
     metrics = [hp.Metric(f"hparams/{m}", display_name=m) for m in FINAL_METRICS]
     metrics.append(hp.Metric("epoch_accuracy", group="validation", display_name="val_accuracy (latest)"))
     summary = hp.hparams_config_pb(hparams, metrics)

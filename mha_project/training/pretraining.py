@@ -20,7 +20,6 @@ from mha_project.training.callbacks import (
     AttentionLogger,
     FillMaskLogger,
     Perplexity,
-    StageCSVLogger,
 )
 from mha_project.training.fitting import fit_resumably, previous_epochs, save_model_atomic, warmup_cosine
 from mha_project.training.history import read_history
@@ -80,7 +79,7 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
         previous_epochs(stage_dir),
         before_csv=[Perplexity()],
         after_csv=after_csv,
-        csv_logger=StageCSVLogger,
+        validation=False,
         epochs=int(pcfg.epochs),
     )
     if fit.history.history.get("loss") and not fit.finite:

@@ -283,7 +283,7 @@ def test_save_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inpu
 
 def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs) -> None:
     """``attention.html``: the interactive head view of the probes (``mha_project/analysis/head_view.py``)."""
-    probes, _ = probes_of(cfg, inputs.data)
+    probes, labels = probes_of(cfg, inputs.data)
     if not (cfg.logger.attention.html and probes):
         return
     write_head_view(
@@ -294,6 +294,7 @@ def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs)
         cfg.data.seq_len,
         inputs.data.class_names,
         truncation=cfg.data.truncation,
+        labels=labels,
         title=f"{run_dir.name}: {cfg.model.num_layers} layer(s) x {cfg.model.num_heads} heads, {inputs.data.name}",
     )
 

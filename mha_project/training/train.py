@@ -34,7 +34,7 @@ from mha_project.errors import ConfigError, RunDirRefused, UserError
 from mha_project.run_dir import open_run_dir
 from mha_project.training import stages
 from mha_project.training.failures import disk_full, disk_full_message, first_line
-from mha_project.training.hparams import write_session_end, write_session_start
+from mha_project.training.hparams import write_experiment, write_session_end, write_session_start
 from mha_project.training.hydra_callbacks import REFUSED_JOBS
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
@@ -80,12 +80,18 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         record.close()
 
 
+def _in_sweep() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
     strategy = stages.prepare_process(cfg)
     inputs = stages.prepare_inputs(cfg, run_dir)
     plan = stages.plan_fit(cfg, inputs)
     save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
     if _records_hparams(cfg):
+        if not _in_sweep():  # a sweep's experiment config is the sweep directory's (hydra_callbacks.py)
+            write_experiment(run_dir / "tensorboard", cfg, domains=None)
         write_session_start(run_dir / "tensorboard", cfg, trial_id=str(run_dir))  # shows while it runs
 
     pretrained_from = stages.pretrain_stage(cfg, run_dir, record, inputs, strategy)
