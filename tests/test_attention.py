@@ -146,6 +146,7 @@ def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
     fig = attention_grid([scores], [f"w{i}" for i in range(50)], "probe", max_tokens=24)
     heatmaps = [ax for ax in fig.axes if ax.get_images() and ax.get_title()]
     assert len(heatmaps) == 8
+    fig.canvas.draw()  # the constrained layout places the panels when drawn
     rows = {round(ax.get_position().y0, 3) for ax in heatmaps}
     columns = {round(ax.get_position().x0, 3) for ax in heatmaps}
     assert len(rows) == 2 and len(columns) == 4
@@ -153,6 +154,37 @@ def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
     assert [t.get_text() for t in heatmaps[0].get_xticklabels()][-1] == "w23"
     fig = attention_grid([scores[:3, :5, :5]], ["a", "b", "c", "d", "e"], "short")
     assert "(5 tokens;" in fig._suptitle.get_text()
+
+
+@pytest.mark.parametrize("scale", ["shared", "per_head"])
+def test_heatmap_scales_are_what_the_title_says_and_the_uniform_mark_is_readable(scale):
+    # Issue case: each head had its own colour scale (0.8 vs 1.0) and "1/n" sat on the "0.2" tick.
+    import matplotlib.image
+
+    from mha_project.analysis.plots import attention_grid, figure_to_png
+
+    rng = np.random.default_rng(1)
+    scores = rng.dirichlet(np.full(24, 0.3), size=(4, 24))
+    scores[0] = np.eye(24)  # one head puts all of each query's weight on one key: 1.0
+    scores[3] = 1 / 24  # and one is uniform
+    fig = attention_grid([scores], [f"w{i}" for i in range(24)], "probe", scale=scale)
+    heatmaps = [ax for ax in fig.axes if ax.get_images() and ax.get_title()]
+    bars = [ax for ax in fig.axes if ax not in heatmaps]
+    tops = {ax.get_images()[0].get_clim()[1] for ax in heatmaps}
+    if scale == "shared":
+        assert len(bars) == 1 and tops == {1.0} and "one colour scale for every head" in fig._suptitle.get_text()
+    else:
+        assert len(bars) == 4 and len(tops) == 4 and "each head its own colour scale" in fig._suptitle.get_text()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for bar in bars:
+        (mark,) = [t for t in bar.texts if t.get_text() == "1/n"]
+        box = mark.get_window_extent(renderer)
+        ticks = [t.get_window_extent(renderer) for t in bar.get_yticklabels() if t.get_text()]
+        assert ticks and not any(box.overlaps(tick) for tick in ticks)
+    png = figure_to_png(fig, dpi=160)
+    height, width = matplotlib.image.imread(__import__("io").BytesIO(png)).shape[:2]
+    assert width >= 1400 and height >= 400  # was 843 x 236
 
 
 def test_dollar_signs_are_drawn_as_written_not_as_mathtext():

@@ -5,7 +5,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import OUT_OF_RANGE, ROOT
+from conftest import OUT_OF_RANGE, ROOT, run_script
 from mha_project.config import register_configs, validate_config
 from mha_project.errors import ConfigError
 
@@ -136,3 +136,11 @@ def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
     validate_config(compose_train("seq_len=100000"))  # bucketed: batches pad only to their texts' bucket
     validate_config(compose_train("data.bucketing=false"))  # the default seq_len fits anywhere
     assert attention_memory_bytes(32, 4, 1, 128) == 3 * 32 * 4 * 128 * 128 * 4
+
+
+def test_help_offers_only_real_options_in_each_group():
+    # Issue case: `--help` offered `data: common` and `pretrain: common`, base files that are no option.
+    listing = run_script("train.py", "--help").stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    groups = dict(line.split(": ", 1) for line in listing.splitlines() if ": " in line)
+    assert groups["data"].split(", ") == ["ag_news", "fine_foods", "folder", "imdb"]
+    assert groups["pretrain"].split(", ") == ["electra", "mlm", "none"]

@@ -318,3 +318,26 @@ def test_a_pretraining_run_saved_before_the_typed_schema_keeps_its_fingerprint(o
         del old["pretrain"]["generator_size"], old["pretrain"]["discriminator_weight"]
     assert "from" in identity(OmegaConf.create(old))["pretrain"]
     assert fingerprint(identity(OmegaConf.create(old))) == fingerprint(identity(cfg))
+
+
+def test_outputs_runs_latest_points_at_the_last_finished_run_and_never_replaces_a_users_folder(tmp_path):
+    from mha_project.training.train import point_latest_at
+
+    runs = tmp_path / "outputs" / "runs"
+    for name in ("2026-12-01_10-00-00", "2026-12-01_11-00-00"):
+        (runs / name).mkdir(parents=True)
+        point_latest_at(runs / name)
+        assert (runs / "latest").resolve() == (runs / name).resolve()
+    assert os.readlink(runs / "latest") == "2026-12-01_11-00-00"  # relative: the outputs folder can move
+    assert sorted(p.name for p in runs.iterdir()) == ["2026-12-01_10-00-00", "2026-12-01_11-00-00", "latest"]
+
+    elsewhere = tmp_path / "mine" / "run"
+    elsewhere.mkdir(parents=True)
+    point_latest_at(elsewhere)
+    assert not (elsewhere.parent / "latest").exists()  # only outputs/runs/ gets the link
+
+    (runs / "latest").unlink()
+    (runs / "latest").mkdir()
+    (runs / "latest" / "notes.txt").write_text("mine")
+    point_latest_at(runs / "2026-12-01_10-00-00")
+    assert (runs / "latest" / "notes.txt").read_text() == "mine" and not (runs / "latest").is_symlink()

@@ -57,7 +57,7 @@ def test_submitit_local_launcher_runs_each_job_in_its_own_dir(tmp_path):
     assert seeds == {1, 2}
 
 
-def fake_job(sweep: Path, num: int, overrides: list[str], val: float, test: float, seconds: float = 10.0):
+def fake_job(sweep: Path, num: int, overrides: list[str], val: float, test: float, seconds: float = 10.0, **extra):
     job = sweep / str(num)
     (job / ".hydra").mkdir(parents=True)
     (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
@@ -67,6 +67,7 @@ def fake_job(sweep: Path, num: int, overrides: list[str], val: float, test: floa
         "params": 100,
         "train_seconds": seconds,
         "epochs_run": 2,
+        **extra,
     }
     (job / "metrics.json").write_text(json.dumps(metrics))
     return job
@@ -93,6 +94,39 @@ def test_report_means_over_seeds(tmp_path):
     assert rows[("4", "16")]["seeds"] == "2"
     assert result["markdown"].startswith("| heads | key_dim | seeds |")
     assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_report_plot_keeps_coinciding_lines_visible_and_shows_the_majority_class(tmp_path, seeds):
+    # Issue case: a sweep stuck at the majority class drew flat lines on the plot's edges, key_dim=4
+    # hidden under key_dim=8, and titles about a band "over seeds" from one seed.
+    from mha_project.analysis.report import collect_jobs, sweep_figure
+
+    num = 0
+    for heads in (1, 2):
+        for key_dim in (4, 8):
+            for seed in range(seeds):
+                overrides = [f"heads={heads}", f"key_dim={key_dim}", f"seed={seed}"]
+                fake_job(
+                    tmp_path,
+                    num,
+                    overrides,
+                    0.6125,
+                    0.6313,
+                    majority_val_accuracy=0.6125,
+                    majority_test_accuracy=0.6313,
+                )
+                num += 1
+    fig = sweep_figure(collect_jobs(tmp_path))
+    for ax in fig.axes:
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert {"key_dim=4", "key_dim=8", "majority class"} <= set(lines)
+        four, eight = lines["key_dim=4"], lines["key_dim=8"]
+        assert (four.get_marker(), four.get_linestyle()) != (eight.get_marker(), eight.get_linestyle())
+        low, high = ax.get_ylim()
+        y = four.get_ydata()[0]
+        assert low < y - 0.1 * (high - low) and y + 0.1 * (high - low) < high  # not on an edge
+        assert ("over seeds" in ax.get_title()) == (seeds > 1)
 
 
 def test_report_without_repeated_seeds_has_no_summary(tmp_path):

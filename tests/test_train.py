@@ -76,7 +76,7 @@ def test_the_export_reads_the_tokens_training_read(tmp_path: Path, truncation, o
     model = build_classifier(cfg.model, vectorizer.vocabulary_size(), 2)
     export_inference_model(model, vectorizer, 8, tmp_path / "export", truncation)
     exported = tf.saved_model.load(str(tmp_path / "export"))  # held: its variables live as long as it does
-    served = exported.serve(tf.constant(texts)).numpy()
+    served = exported.serve(tf.constant(texts))["scores"].numpy()
     trained_on = model.predict(pad_batch(encode(texts, vectorizer, 8, truncation)), verbose=0)
     np.testing.assert_allclose(served, trained_on, atol=1e-5)
     # ... and the texts are long enough for the other truncation to give other answers

@@ -1,9 +1,11 @@
 """End-to-end runs of the real command-line tools on a tiny model (marked slow)."""
 
 import csv
+import io
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -68,13 +70,50 @@ def test_run_directory_is_complete(tiny_run: Path):
     assert not (tiny_run / "backup").exists()  # BackupAndRestore cleans up after a finished run
 
 
-def test_exported_model_takes_raw_strings(tiny_run: Path):
+def test_exported_model_takes_raw_strings_and_names_its_outputs(tiny_run: Path):
+    import shutil
+
     import tensorflow as tf
 
     served = tf.saved_model.load(str(tiny_run / "export"))
-    probs = served.serve(tf.constant(["great coffee, would buy again", "", "ok"])).numpy()
+    out = served.serve(tf.constant(["great coffee, would buy again", "", "ok"]))
+    probs = out["scores"].numpy()
     assert probs.shape == (3, 2)
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
+    names = json.loads((tiny_run / "metrics.json").read_text())["class_names"]
+    assert [c.decode() for c in out["classes"].numpy()[0]] == names
+    assert [c.decode() for c in out["predicted_class"].numpy()] == [names[i] for i in probs.argmax(-1)]
+
+    # What a real client sees (Issue case: a bare output_0): TensorFlow's own saved_model_cli.
+    cli = shutil.which("saved_model_cli")
+    assert cli, "saved_model_cli comes with the tensorflow package"
+    shown = subprocess.run(
+        [cli, "show", "--dir", str(tiny_run / "export"), "--tag_set", "serve", "--signature_def", "serve"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "inputs['text']" in shown and "output_0" not in shown
+    for output in ("scores", "classes", "predicted_class"):
+        assert f"outputs['{output}']" in shown, shown
+    run = subprocess.run(
+        [cli, "run", "--dir", str(tiny_run / "export"), "--tag_set", "serve", "--signature_def", "serve"]
+        + ["--input_exprs", "text=['great coffee, would buy again']"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "predicted_class" in run.stdout and any(name in run.stdout for name in names), run.stderr[-2000:]
+
+
+def test_model_keras_leaves_the_optimizer_out_and_is_small(tiny_run: Path):
+    import h5py
+
+    with zipfile.ZipFile(tiny_run / "model.keras") as archive:
+        config = json.loads(archive.read("config.json"))
+        weights = h5py.File(io.BytesIO(archive.read("model.weights.h5")))
+        assert "optimizer" not in weights  # resuming reads backup/, never model.keras
+    assert config["class_name"] == "TextClassifier" and not config.get("compile_config")
 
 
 def test_evaluate_reproduces_recorded_test_metrics(tiny_run: Path):
@@ -158,3 +197,20 @@ def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tm
     ):
         tool = run_script(script, str(run_dir), *args)
         assert tool.returncode == 0, f"{script}: {tool.stderr[-2000:]}"
+
+
+def test_a_run_turns_text_into_the_ids_model_keras_takes(tiny_run: Path):
+    from mha_project.analysis.runs import load_run
+
+    run = load_run(tiny_run)
+    ids = run.token_ids(["great coffee", "great coffee, would buy again and again"])
+    assert ids.dtype == np.int32 and ids.shape[0] == 2 and (ids[0, 2:] == 0).all() and (ids[1] > 0).all()
+    predicted = run.predict(["great coffee"])[0]
+    assert list(predicted) and set(predicted) == set(run.class_names)
+    assert list(predicted.values()) == sorted(predicted.values(), reverse=True)
+    probs = keras_predict(run.model, ids[:1])
+    assert max(predicted.values()) == pytest.approx(float(probs.max()), abs=1e-6)
+
+
+def keras_predict(model, ids):
+    return np.asarray(model.predict(ids, verbose=0))

@@ -11,7 +11,7 @@ import tensorflow as tf
 from mha_project.analysis.attention import scores_for_texts
 from mha_project.analysis.head_patterns import normalized_entropy
 from mha_project.analysis.head_view import write_head_view
-from mha_project.analysis.plots import attention_grid, save_figure
+from mha_project.analysis.plots import SCALES, attention_grid, save_figure
 from mha_project.analysis.runs import load_run
 from mha_project.analysis.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode, pad_batch
@@ -19,8 +19,16 @@ from mha_project.errors import UserError
 
 
 def inspect_text(
-    run_dir, text: str, out: str | None = None, top_k: int = 3, max_tokens: int = 24, html: str | None = None
+    run_dir,
+    text: str,
+    out: str | None = None,
+    top_k: int = 3,
+    max_tokens: int = 24,
+    html: str | None = None,
+    scale: str = "shared",
 ) -> dict:
+    if scale not in SCALES:
+        raise UserError(f"--scale={scale} is invalid: must be one of {', '.join(SCALES)}")
     if max_tokens < 1:
         raise UserError(f"--max-tokens={max_tokens} is invalid: must be an integer >= 1")
     if top_k < 1:
@@ -48,6 +56,7 @@ def inspect_text(
         tokens,
         f"{text[:80]} → {run.class_names[predicted]} ({probs[predicted]:.2f})",
         max_tokens,
+        scale=scale,
     )
     try:
         save_figure(fig, out_path)

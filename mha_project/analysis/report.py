@@ -16,6 +16,8 @@ from mha_project.atomic import write_text_atomic
 from mha_project.errors import UserError
 
 METRIC_COLUMNS = ("best_val_accuracy", "test_accuracy", "params", "train_seconds", "epochs_run")
+# Always predicting the training set's majority class: the line a sweep that learned nothing sits on.
+MAJORITY = {"best_val_accuracy": "majority_val_accuracy", "test_accuracy": "majority_test_accuracy"}
 
 
 def _head_entropy(job_dir: Path) -> dict:
@@ -47,7 +49,7 @@ def collect_jobs(sweep_dir) -> list[dict]:
         if metrics_file.exists():
             try:
                 metrics = json.loads(metrics_file.read_text())
-                row.update({k: metrics.get(k) for k in METRIC_COLUMNS})
+                row.update({k: metrics.get(k) for k in (*METRIC_COLUMNS, *MAJORITY.values())})
                 row.update(_head_entropy(job_dir))
             except (ValueError, AttributeError) as err:  # one damaged job must not hide the others
                 row.update(status="damaged", reason=f"metrics.json unreadable: {err}")
@@ -161,17 +163,31 @@ def markdown(header, rows) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINE_STYLES = ("-", "--", "-.", ":")
+
+
+def plot(jobs: list[dict], path: Path, **options) -> bool:
+    """``report.png`` (:func:`sweep_figure`); False when the sweep has nothing to plot."""
+    fig = sweep_figure(jobs, **options)
+    if fig is None:
+        return False
+    save_figure(fig, path)
+    return True
+
+
+def sweep_figure(
     jobs: list[dict],
-    path: Path,
     x_key: str = "heads",
     line_key: str = "key_dim",
     metrics: tuple[str, ...] = ("best_val_accuracy", "test_accuracy"),
-) -> bool:
-    """Accuracy against heads, one line per key_dim, one panel per metric; mean and min-max band over seeds."""
+):
+    """Accuracy against heads, one line per key_dim (its own marker and dash, so lines that coincide stay
+    visible), one panel per metric; the mean, with a min..max band when a point has several seeds; a
+    dashed grey line at the majority-class accuracy."""
     finished = [j for j in jobs if j["status"] == "finished" and j.get(metrics[0]) is not None]
     if not finished or not any(x_key in j["overrides"] for j in finished):
-        return False
+        return None
     fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4), sharey=True, squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         groups: dict = {}
@@ -179,22 +195,29 @@ def plot(
             line = job["overrides"].get(line_key, "default")
             x = _number(job["overrides"].get(x_key))
             groups.setdefault(line, {}).setdefault(x, []).append(job[metric])
-        for line in sorted(groups, key=_number):
+        several = any(len(v) > 1 for g in groups.values() for v in g.values())
+        for k, line in enumerate(sorted(groups, key=_number)):
             xs = sorted(groups[line])
             values = [groups[line][x] for x in xs]
-            ax.plot(xs, [np.mean(v) for v in values], marker="o", label=f"{line_key}={line}")
-            ax.fill_between(xs, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
+            style = dict(marker=MARKERS[k % len(MARKERS)], linestyle=LINE_STYLES[k % len(LINE_STYLES)])
+            ax.plot(xs, [np.mean(v) for v in values], **style, markersize=7, alpha=0.85, label=f"{line_key}={line}")
+            if several:
+                ax.fill_between(xs, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
+        majority = [j.get(MAJORITY.get(metric, "")) for j in finished]
+        if majority and all(m is not None for m in majority):
+            ax.axhline(float(np.mean(majority)), color="grey", linestyle="--", linewidth=1, label="majority class")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted({x for g in groups.values() for x in g}))
         ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
+        ax.margins(y=0.25)  # flat lines sit inside the panel, not on its edges
         ax.set_xlabel(x_key)
         ax.set_ylabel(metric.replace("_", " "))
-        ax.set_title(f"{metric.replace('_', ' ')} (mean; band = min..max over seeds)", fontsize=10)
+        band = "; band = min..max over seeds" if several else ""
+        ax.set_title(f"{metric.replace('_', ' ')} (mean{band})" if several else metric.replace("_", " "), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    save_figure(fig, path)
-    return True
+    return fig
 
 
 def write_report(sweep_dir) -> dict:

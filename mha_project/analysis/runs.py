@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import keras
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 import mha_project
-from mha_project.data.pipeline import truncation_of
+from mha_project.data.pipeline import encode, pad_batch, truncation_of
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
 from mha_project.errors import UserError
 from mha_project.model.compat import load_saved_before_backbone, saved_before_backbone
@@ -52,8 +53,21 @@ class Run:
 
     @property
     def truncation(self) -> str:
-
         return truncation_of(self.cfg.data)
+
+    def token_ids(self, texts) -> np.ndarray:
+        """``model.keras``'s input for ``texts``: their ids as training made them (vocabulary, seq_len,
+        truncation), padded with 0 to the longest.
+
+        >>> run = load_run("outputs/runs/latest")  # doctest: +SKIP
+        >>> run.model(run.token_ids(["the coffee was stale"]))  # doctest: +SKIP
+        """
+        return pad_batch(encode(list(texts), self.vectorizer, self.seq_len, self.truncation))
+
+    def predict(self, texts) -> list[dict]:
+        """Per text, its class probabilities by class name, most probable first."""
+        probs = self.model.predict(self.token_ids(texts), verbose=0)
+        return [dict(sorted(zip(self.class_names, map(float, row)), key=lambda item: -item[1])) for row in probs]
 
 
 def load_model_safely(path):

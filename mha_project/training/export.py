@@ -1,4 +1,5 @@
-"""The SavedModel a run exports: raw strings in, class probabilities out."""
+"""The SavedModel a run exports: raw strings in; class probabilities and names out, named as TF Serving's
+classification signature names them (``scores``, ``classes``) plus the predicted class."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ import tensorflow as tf
 from mha_project.data.pipeline import truncate_token_ids
 
 
-def export_inference_model(model, vectorizer, seq_len: int, path: Path, truncation: str = "head") -> None:
-    """SavedModel taking raw strings (shape (batch,)) and returning class probabilities; it tokenises and
-    truncates (``data.truncation``) exactly as training did."""
+def export_inference_model(
+    model, vectorizer, seq_len: int, path: Path, truncation: str = "head", class_names=None
+) -> None:
+    """SavedModel whose ``serve`` takes raw strings ``text`` (shape (batch,)) and returns ``scores`` (batch,
+    classes) probabilities, ``classes`` (batch, classes) the class names in that order, and
+    ``predicted_class`` (batch,) the most probable name; it tokenises and truncates (``data.truncation``)
+    exactly as training did."""
+    names = tf.constant([str(c) for c in class_names or range(model.output_shape[-1])])
     text_to_ids = keras.layers.TextVectorization(
         output_mode="int",
         ragged=True,
@@ -27,7 +33,9 @@ def export_inference_model(model, vectorizer, seq_len: int, path: Path, truncati
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(text):
         ids = truncate_token_ids(text_to_ids(text), seq_len, truncation)
-        return model(tf.cast(ids, tf.int32).to_tensor(shape=[None, seq_len]), training=False)
+        scores = model(tf.cast(ids, tf.int32).to_tensor(shape=[None, seq_len]), training=False)
+        classes = tf.broadcast_to(names, tf.shape(scores))
+        return {"scores": scores, "classes": classes, "predicted_class": tf.gather(names, tf.argmax(scores, -1))}
 
     end_to_end = keras.export.ExportArchive()
     end_to_end.track(model)

@@ -59,9 +59,16 @@ def expected_end_of_data():
 
 
 def save_model_atomic(model, path: Path) -> None:
-    """``model.save`` to a temporary name, then rename: a kill mid-save never leaves a broken model.keras."""
+    """``model.save`` of the model without its optimizer (resuming reads ``backup/``, never this file, and the
+    optimizer's state is two thirds of the file), to a temporary name, then renamed: a kill mid-save never
+    leaves a broken model.keras."""
     tmp = path.with_name(f".tmp-{path.name}")  # Keras needs the .keras suffix
-    model.save(tmp)
+    # An uncompiled twin with the same weights: Keras's save has no switch to leave the optimizer out.
+    twin = type(model).from_config(model.get_config())
+    if not twin.built:
+        twin.build()
+    twin.set_weights(model.get_weights())
+    twin.save(tmp)
     tmp.replace(path)
 
 

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
@@ -277,7 +278,14 @@ def test_save_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inpu
         save_model_atomic(model, run_dir / "model.keras")
         record.finish_stage("saved")
     if not record.done("exported"):
-        export_inference_model(model, inputs.vectorizer, cfg.data.seq_len, run_dir / "export", cfg.data.truncation)
+        export_inference_model(
+            model,
+            inputs.vectorizer,
+            cfg.data.seq_len,
+            run_dir / "export",
+            cfg.data.truncation,
+            class_names=inputs.data.class_names,
+        )
         record.finish_stage("exported")
 
 
@@ -302,6 +310,7 @@ def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs)
 def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
     """``metrics.json``: what the finished stages recorded, and what the run was."""
     results = record.results
+    majority = int(np.bincount(np.asarray(data.train_labels)).argmax())  # what a model that learned nothing says
     return {
         "test_accuracy": results["test_accuracy"],
         "test_loss": results["test_loss"],
@@ -316,6 +325,8 @@ def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
         "train_examples": len(data.train_texts),
         "val_examples": len(data.val_texts),
         "test_examples": len(data.test_texts),
+        "majority_val_accuracy": float(np.mean(np.asarray(data.val_labels) == majority)),
+        "majority_test_accuracy": float(np.mean(np.asarray(data.test_labels) == majority)),
         "data_fingerprint": data.fingerprints(),  # evaluate.py warns when the splits differ from these
         "hparams": hparams_of(cfg),
         "pretrain": results.get("pretrain"),

@@ -17,8 +17,10 @@ A run directory (Hydra's output dir) ends up holding:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import traceback
 from pathlib import Path
 
@@ -106,9 +108,29 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
         write_session_end(run_dir / "tensorboard", success=True, metrics=metrics)
     write_json_atomic(run_dir / "metrics.json", metrics)  # marks the run as finished
     record.finish_stage("finished")
+    point_latest_at(run_dir)
     log.info(next_steps(run_dir, head_view=(run_dir / "attention.html").exists()))
     _log_result(run_dir, metrics)
     return metrics
+
+
+LATEST = "latest"
+
+
+def point_latest_at(run_dir: Path) -> None:
+    """``outputs/runs/latest``: a link to the last run that finished there (not for other run dirs, and
+    never over a ``latest`` that is not the project's link)."""
+    runs = run_dir.resolve().parent
+    if runs.name != "runs" or runs.parent.name != "outputs" or _in_sweep():
+        return
+    link = runs / LATEST
+    if link.exists() and not link.is_symlink():
+        return  # a folder or file of the user's called "latest": left alone
+    staged = runs / f".{LATEST}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        staged.unlink()
+    staged.symlink_to(run_dir.resolve().name, target_is_directory=True)
+    os.replace(staged, link)  # atomic: a reader sees the old link or the new one
 
 
 def next_steps(run_dir: Path, head_view: bool) -> str:
