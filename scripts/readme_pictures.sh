@@ -25,7 +25,7 @@ board=$!
 trap 'kill $board' EXIT
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$port/data/plugins_listing" >/dev/null && break; sleep 1; done
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome)
-"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,700 \
+"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1900,520 \
   --virtual-time-budget=20000 --screenshot="$(realpath docs/hparams_table.png)" \
   "http://127.0.0.1:$port/#hparams" 2>/dev/null
 echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png"

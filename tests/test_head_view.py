@@ -41,7 +41,7 @@ def test_page_is_self_contained_and_its_data_cannot_close_the_script():
     assert not re.search(r"https?://", page)  # no fetches: it works offline and inside a zip
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=", page)
     assert page.count("</script>") == 1 and "<b>probe</b>" not in page
-    data = json.loads(page.split("const DATA = ", 1)[1].split(";\nconst MIN_WEIGHT", 1)[0])
+    data = json.loads(page.split("mountHeadView(document.body, ", 1)[1].split(", { minWeight:", 1)[0])
     assert [d["heads"] for d in data] == [4, 4] and len(data[0]["layers"]) == 2
     assert data[1]["tokens"][3] == "</script><script>alert(1)</script>"
 

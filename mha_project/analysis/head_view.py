@@ -1,6 +1,7 @@
 """An interactive attention head view: one self-contained HTML file (inline CSS and JS, no network).
 
-The page itself is ``head_view.html`` next to this module; this fills in the data.
+The page is ``head_view.html`` next to this module, with ``head_view.js`` and ``head_view.css`` inlined: the
+same script draws the TensorBoard plugin's Attention tab (``mha_project/tensorboard_plugin``).
 
 bertviz's head view is the reference for this picture, but it needs PyTorch and transformers and its
 users report it breaking on long inputs, so this is a small one of our own for Keras models:
@@ -23,6 +24,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -55,27 +57,40 @@ def decode_weights(data: str, shape) -> np.ndarray:
 def head_view_html(texts: list[dict], title: str = "attention head view") -> str:
     """The page for ``texts``: each a dict with ``tokens`` (n strings), ``scores`` (one ``(heads, n, n)``
     array per layer, query rows and key columns) and optional ``text`` and ``caption``."""
-    payload = []
-    for item in texts:
-        n = len(item["tokens"])
-        layers = [np.asarray(s)[:, :n, :n] for s in item["scores"]]
-        payload.append(
-            {
-                "text": item.get("text", " ".join(item["tokens"])),
-                "caption": item.get("caption", ""),
-                "tokens": list(item["tokens"]),
-                "heads": int(layers[0].shape[0]),
-                "layers": [encode_weights(s) for s in layers],
-            }
-        )
-    # "<" as \u003c: no "</script>" or "<!--<script>" in the data can end or change the page's script.
-    data = json.dumps(payload, ensure_ascii=False).replace("<", "\\u003c")
-    template = resources.files("mha_project.analysis").joinpath("head_view.html").read_text(encoding="utf-8")
-    return (
-        template.replace("__TITLE__", html.escape(title))
-        .replace("__MIN_WEIGHT__", str(MIN_WEIGHT))
-        .replace("__DATA__", data)
-    )
+    payload = [page_item(item) for item in texts]
+    return page(payload, title)
+
+
+def page_item(item: dict) -> dict:
+    """One text as the page's script reads it: its tokens, caption and one-byte weights per layer."""
+    n = len(item["tokens"])
+    layers = [np.asarray(s)[:, :n, :n] for s in item["scores"]]
+    return {
+        "text": item.get("text", " ".join(item["tokens"])),
+        "caption": item.get("caption", ""),
+        "tokens": list(item["tokens"]),
+        "heads": int(layers[0].shape[0]),
+        "layers": [encode_weights(s) for s in layers],
+    }
+
+
+def asset(name: str) -> str:
+    """head_view.js / .css / .html, shipped beside this module (package data)."""
+    return resources.files("mha_project.analysis").joinpath(name).read_text(encoding="utf-8")
+
+
+def page(payload: list[dict], title: str) -> str:
+    # "<" as \u003c: no "</script>" or "<!--<script>" in the data or title can end or change the script.
+    values = {
+        "__TITLE__": html.escape(title),
+        "__TITLE_JSON__": json.dumps(title, ensure_ascii=False).replace("<", "\\u003c"),
+        "__CSS__": asset("head_view.css"),
+        "__JS__": asset("head_view.js"),
+        "__MIN_WEIGHT__": str(MIN_WEIGHT),
+        "__DATA__": json.dumps(payload, ensure_ascii=False).replace("<", "\\u003c"),
+    }
+    # One pass: a text that happens to contain "__JS__" is data, never a place to fill in.
+    return re.sub("|".join(values), lambda m: values[m.group(0)], asset("head_view.html"))
 
 
 def write_head_view(

@@ -1,0 +1,211 @@
+// The head view: queries left, keys right, a line per attention weight. One implementation for two hosts:
+// the standalone attention.html (head_view.html inlines this file and its data) and the TensorBoard
+// plugin's tab (mha_project/tensorboard_plugin, which adds a run list and an epoch slider).
+"use strict";
+
+const HEAD_VIEW_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                           "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"];
+
+function headViewMarkup(title, minWeight) {
+  const esc = s => String(s).replace(/[&<>"]/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  return `<header>
+ <h1>${esc(title)}</h1>
+ <div class="controls">
+  <span id="host-controls"></span>
+  <label>text <select id="text-select"></select></label>
+  <label>layer <select id="layer-select"></select></label>
+  <span>head <span id="chips"></span></span>
+  <span class="hint">one head at a time (click "all" to overlay every head) · hover a token: left = whom it
+   attends to, right = who attends to it, with the weights · lines below ${minWeight} hidden · address:
+   <code>#text=1&amp;layer=0&amp;head=2&amp;hover=q13</code> opens that view (<code>head=all</code>: every head)</span>
+ </div>
+ <div id="caption"></div>
+ <div id="text-full"></div>
+</header>
+<div id="view">
+ <div class="col left" id="queries"></div>
+ <canvas id="lines" width="300" height="10"></canvas>
+ <div class="col right" id="keys"></div>
+</div>
+<pre id="selftest" hidden></pre>`;
+}
+
+// Draws `data` (a list of texts: tokens, caption, heads, layers of base64 one-byte weights) into `root`.
+// Returns { setData(data), selftest() }: a host swaps the texts (another run, another epoch) in place,
+// keeping the text, layer and head the reader chose.
+function mountHeadView(root, data, options) {
+  const MIN_WEIGHT = options.minWeight, ROW = 18;
+  let DATA = data, WIDTH = 300, cache = {};
+  const state = { text: 0, layer: 0, isolated: 0, hover: null, drawn: 0 };  // isolated: a head, or null = all
+  root.innerHTML = headViewMarkup(options.title, MIN_WEIGHT);
+  const $ = id => document.getElementById(id);
+
+  function weights(t, l) {  // Float32Array (heads * n * n), decoded once per text and layer
+    const key = t + "/" + l;
+    if (!cache[key]) {
+      const raw = atob(DATA[t].layers[l]);
+      const w = new Float32Array(raw.length);
+      for (let i = 0; i < raw.length; i++) { const q = raw.charCodeAt(i) / 255; w[i] = q * q; }
+      cache[key] = w;
+    }
+    return cache[key];
+  }
+  function heads() {
+    const all = [...Array(DATA[state.text].heads).keys()];
+    return state.isolated === null ? all : [state.isolated];
+  }
+  function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
+
+  function buildTexts() {
+    const textSelect = $("text-select");
+    textSelect.replaceChildren(...DATA.map((d, t) => { const o = el("option", "", t + ": " + d.text.slice(0, 50)); o.value = t; return o; }));
+    textSelect.value = state.text;
+  }
+
+  function buildText() {
+    const item = DATA[state.text], n = item.tokens.length;
+    $("caption").textContent = item.caption + " · " + n + " tokens";
+    $("text-full").textContent = item.text;
+    const layerSelect = $("layer-select");
+    layerSelect.replaceChildren(...item.layers.map((_, l) => { const o = el("option", "", "layer " + l); o.value = l; return o; }));
+    layerSelect.value = state.layer;
+    const all = el("span", "chip all", "all"); all.dataset.head = "all"; all.title = "every head, overlaid";
+    all.addEventListener("click", () => showHead(null));
+    $("chips").replaceChildren(...[...Array(item.heads).keys()].map(h => {
+      const c = el("span", "chip", String(h)); c.dataset.head = h; c.style.background = HEAD_VIEW_COLOURS[h % HEAD_VIEW_COLOURS.length];
+      c.title = "head " + h; c.addEventListener("click", () => showHead(h)); return c;
+    }), all);
+    for (const side of ["queries", "keys"]) {
+      $(side).replaceChildren(...item.tokens.map((tok, i) => {
+        const t = el("div", "token " + (side === "queries" ? "q" : "k"));
+        const pos = el("span", "pos", String(i));
+        const weight = el("span", "w", "");
+        if (side === "queries") { t.append(weight, tok, pos); } else { t.append(pos, tok, weight); }
+        t.dataset.index = i;
+        t.addEventListener("mouseenter", () => { state.hover = { side, index: i }; draw(); });
+        t.addEventListener("mouseleave", () => { state.hover = null; draw(); });
+        return t;
+      }));
+    }
+    layout();
+  }
+
+  function layout() {  // the lines use the width the two token columns leave (the weights' room kept free)
+    const n = DATA[state.text].tokens.length, canvas = $("lines");
+    const used = $("queries").offsetWidth + $("keys").offsetWidth;
+    WIDTH = Math.max(200, Math.min(1600, document.documentElement.clientWidth - used - 120));
+    canvas.width = WIDTH; canvas.height = Math.max(ROW, n * ROW);
+    canvas.style.width = WIDTH + "px"; canvas.style.height = canvas.height + "px";
+  }
+
+  function showHead(h) { state.isolated = h; draw(); }
+
+  function draw() {
+    const item = DATA[state.text], n = item.tokens.length, w = weights(state.text, state.layer);
+    const canvas = $("lines"), ctx = canvas.getContext("2d");
+    ctx.clearRect(0, 0, canvas.width, canvas.height);
+    const shown = heads();
+    document.querySelectorAll(".chip").forEach(c => {
+      const h = c.dataset.head === "all" ? null : Number(c.dataset.head);
+      c.classList.toggle("off", h !== null && !shown.includes(h));
+      c.classList.toggle("isolated", state.isolated === h);
+    });
+    const shade = new Float32Array(n);  // the other side's tokens while hovering
+    let drawn = 0;
+    ctx.lineWidth = 1.5;
+    for (const h of shown) {
+      // one path per opacity step: thousands of lines in a few strokes
+      const buckets = Array.from({ length: 10 }, () => []);
+      const base = h * n * n;
+      for (let i = 0; i < n; i++) {
+        if (state.hover && state.hover.side === "queries" && state.hover.index !== i) continue;
+        for (let j = 0; j < n; j++) {
+          if (state.hover && state.hover.side === "keys" && state.hover.index !== j) continue;
+          const v = w[base + i * n + j];
+          if (state.hover) { shade[state.hover.side === "queries" ? j : i] += v / shown.length; }
+          if (v < (state.hover ? 0.005 : MIN_WEIGHT)) continue;
+          buckets[Math.min(9, Math.floor(v * 10))].push(i, j);
+          drawn++;
+        }
+      }
+      ctx.strokeStyle = HEAD_VIEW_COLOURS[h % HEAD_VIEW_COLOURS.length];
+      buckets.forEach((pairs, b) => {
+        if (!pairs.length) return;
+        ctx.globalAlpha = Math.min(1, (b + 1) / 10 + 0.05);
+        ctx.beginPath();
+        for (let k = 0; k < pairs.length; k += 2) {
+          ctx.moveTo(0, pairs[k] * ROW + ROW / 2);
+          ctx.lineTo(WIDTH, pairs[k + 1] * ROW + ROW / 2);
+        }
+        ctx.stroke();
+      });
+    }
+    ctx.globalAlpha = 1;
+    state.drawn = drawn;
+    canvas.dataset.drawnLines = drawn;
+    const other = state.hover ? (state.hover.side === "queries" ? "keys" : "queries") : null;
+    for (const side of ["queries", "keys"]) {
+      $(side).querySelectorAll(".token").forEach((t, i) => {
+        const active = state.hover && state.hover.side === side && state.hover.index === i;
+        const v = side === other ? Math.sqrt(shade[i]) : 0;
+        t.style.background = active ? "#ffe08a" : (v > 0 ? "rgba(31, 119, 180, " + v.toFixed(3) + ")" : "");
+        t.querySelector(".w").textContent = side === other && shade[i] >= 0.005 ? shade[i].toFixed(2) : "";
+      });
+    }
+  }
+
+  function fromAddress() {
+    const params = new URLSearchParams(location.hash.slice(1));
+    const int = (k, d, max) => { const v = parseInt(params.get(k), 10); return Number.isInteger(v) && v >= 0 && v < max ? v : d; };
+    state.text = int("text", 0, DATA.length);
+    state.layer = int("layer", 0, DATA[state.text].layers.length);
+    state.isolated = params.get("head") === "all" ? null : int("head", 0, DATA[state.text].heads);
+    const hover = /^([qk])(\d+)$/.exec(params.get("hover") || "");  // hover=q3: as if the mouse were on query 3
+    if (hover && Number(hover[2]) < DATA[state.text].tokens.length) {
+      state.hover = { side: hover[1] === "q" ? "queries" : "keys", index: Number(hover[2]) };
+    }
+  }
+
+  function canvasChecksum() {
+    const canvas = $("lines");
+    const px = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+    let sum = 0;
+    for (let i = 3; i < px.length; i += 4) sum = (sum + px[i] * ((i >> 2) % 9973 + 1)) % 1000000007;
+    return sum;
+  }
+
+  function selftest() {  // what a person would do: look, click a head, hover tokens; record each picture
+    const record = label => ({ step: label, lines: state.drawn, checksum: canvasChecksum(), isolated: state.isolated });
+    const steps = [record("default")];
+    document.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
+    const chips = document.querySelectorAll(".chip");
+    chips[chips.length > 2 ? 1 : 0].click(); steps.push(record("click head chip"));
+    document.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first query"));
+    document.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseleave"));
+    document.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
+    const weightsShown = [...document.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
+    document.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseleave"));
+    return {
+      tokens: DATA[state.text].tokens.length,
+      query_elements: document.querySelectorAll("#queries .token").length,
+      key_elements: document.querySelectorAll("#keys .token").length,
+      heads: DATA[state.text].heads, steps, weights_shown_on_hover: weightsShown,
+      canvas_width: WIDTH, window_width: document.documentElement.clientWidth };
+  }
+
+  function setData(newData) {
+    DATA = newData; cache = {};
+    if (!DATA.length) { $("caption").textContent = "no attention logged here"; return; }
+    state.text = Math.min(state.text, DATA.length - 1);
+    state.layer = Math.min(state.layer, DATA[state.text].layers.length - 1);
+    if (state.isolated !== null && state.isolated >= DATA[state.text].heads) state.isolated = 0;
+    buildTexts(); buildText(); draw();
+  }
+
+  $("text-select").addEventListener("change", e => { state.text = Number(e.target.value); state.layer = 0; state.isolated = 0; buildText(); draw(); });
+  $("layer-select").addEventListener("change", e => { state.layer = Number(e.target.value); draw(); });
+  window.addEventListener("resize", () => { if (DATA.length) { layout(); draw(); } });
+  if (DATA.length) fromAddress();
+  setData(DATA);
+  return { setData, selftest, checksum: canvasChecksum, state };
+}
