@@ -4,6 +4,7 @@
 # 1. docs/attention_grid.png   the default run (seed 42) on one sentence, inspect_attention.py
 # 2. docs/head_view.png        that run's attention.html in headless Chromium, one head, a query hovered
 # 3. docs/hparams_table.png    TensorBoard's HParams table of a 4-job sweep that learns (heads x key_dim)
+# 4. docs/tensorboard_attention.png   TensorBoard's Attention tab on that sweep
 # Needs chromium (apt-get install chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +29,7 @@ browser=$(command -v chromium || command -v chromium-browser || command -v googl
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1900,520 \
   --virtual-time-budget=20000 --screenshot="$(realpath docs/hparams_table.png)" \
   "http://127.0.0.1:$port/#hparams" 2>/dev/null
-echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png"
+"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,900 \
+  --virtual-time-budget=20000 --screenshot="$(realpath docs/tensorboard_attention.png)" \
+  "http://127.0.0.1:$port/#mha_attention" 2>/dev/null
+echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png docs/tensorboard_attention.png"

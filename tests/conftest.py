@@ -1,5 +1,7 @@
+import contextlib
 import functools
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +102,25 @@ def write_folder_dataset(root: Path, classes=("neg", "pos"), per_class: int = 12
         d.mkdir(parents=True, exist_ok=True)
         (d / "0.txt").write_text("no label here")
     return root
+
+
+@contextlib.contextmanager
+def tensorboard_server(*args: str):
+    """A real ``tensorboard`` (``args``: --logdir DIR or --logdir_spec ...) on a free port; yields its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", *args, "--port", str(port), "--host", "127.0.0.1"]
+        + ["--reload_interval", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def run_sweep(sweep: Path, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess:

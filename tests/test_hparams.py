@@ -2,16 +2,13 @@
 
 import contextlib
 import json
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, compose_cfg, train_tiny
+from conftest import QUIET, compose_cfg, tensorboard_server, train_tiny
 from mha_project.training.hparams import FINAL_METRICS, experiment_hparams, hparams_of, swept_domains
 
 
@@ -56,29 +53,17 @@ def test_sweep_values_become_typed_domains():
 @contextlib.contextmanager
 def tensorboard(logdir: Path):
     """A real `tensorboard` on a free port; yields a function that POSTs to the HParams plugin."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--port", str(port)]
-        + ["--host", "127.0.0.1", "--reload_interval", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with tensorboard_server("--logdir", str(logdir)) as url:
 
-    def post(route: str, body: dict) -> dict:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/data/plugin/hparams/{route}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        return json.loads(urllib.request.urlopen(request, timeout=10).read())
+        def post(route: str, body: dict) -> dict:
+            request = urllib.request.Request(
+                f"{url}/data/plugin/hparams/{route}",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            return json.loads(urllib.request.urlopen(request, timeout=10).read())
 
-    try:
         yield post
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _until(post, route, body, ready, seconds=90):

@@ -12,6 +12,7 @@ from mha_project.analysis.attention import attention_entropy, scores_for_texts
 from mha_project.analysis.head_patterns import normalized_entropy
 from mha_project.analysis.plots import attention_grid, figure_to_png
 from mha_project.data.pipeline import encode, pad_batch
+from mha_project.tensorboard_plugin.summary import write_head_view
 
 
 def write_attention_summaries(
@@ -28,10 +29,13 @@ def write_attention_summaries(
     max_tokens: int = 24,
     prefix: str = "",
     classify: bool = True,
+    head_view_label: str | None = None,
 ) -> list:
     """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores.
 
     ``classify=False`` (a masked language model): attention only, no predicted class per probe.
+    ``head_view_label`` (not None): also the head-view summaries of TensorBoard's Attention tab, the run
+    listed there under that label.
     """
     scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
     probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0) if classify else None
@@ -62,6 +66,15 @@ def write_attention_summaries(
                 f"**text:** {text}  \n{truth}**predicted:** {_class_name(predicted, class_names)} "
                 f"(p={probs[k][predicted]:.3f})",
             )
+        for k, text in enumerate(texts if head_view_label is not None else []):
+            caption = ""
+            if classify:
+                predicted = int(np.argmax(probs[k]))
+                caption = f"predicted {_class_name(predicted, class_names)} (p={probs[k][predicted]:.2f})"
+                if labels is not None:
+                    caption += f" · true label {_class_name(int(labels[k]), class_names)}"
+            layers = [layer_scores[k] for layer_scores in scores]
+            write_head_view(k, text, tokens[k], layers, caption, head_view_label, step)
     writer.flush()
     return scores
 

@@ -41,8 +41,10 @@ class AttentionLogger(keras.callbacks.Callback):
         max_tokens: int = 24,
         classify: bool = True,
         truncation: str = "head",
+        head_view_label: str | None = None,
     ):
         super().__init__()
+        self.head_view_label = head_view_label  # not None: also TensorBoard's Attention tab, under this label
 
         self.classify = classify
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
@@ -72,6 +74,7 @@ class AttentionLogger(keras.callbacks.Callback):
                 class_names=self.class_names,
                 max_tokens=self.max_tokens,
                 classify=self.classify,
+                head_view_label=self.head_view_label,
             )
 
 

@@ -23,6 +23,7 @@ from mha_project.training.callbacks import (
 )
 from mha_project.training.fitting import fit_resumably, previous_epochs, save_model_atomic, warmup_cosine
 from mha_project.training.history import read_history
+from mha_project.training.hparams import run_label
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ def _stage_loggers(cfg, stage_dir: Path, vectorizer) -> list:
                     max_tokens=attention.max_tokens,
                     classify=False,
                     truncation=cfg.data.truncation,
+                    head_view_label=("masked LM " + run_label()).strip(),
                 )
             )
         if pcfg.probe_texts:

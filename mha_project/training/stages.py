@@ -36,7 +36,7 @@ from mha_project.training.fitting import (
     save_model_atomic,
 )
 from mha_project.training.history import read_history
-from mha_project.training.hparams import hparams_of
+from mha_project.training.hparams import hparams_of, run_label
 from mha_project.training.pretraining import (
     check_pretrained_source,
     pretrained_backbone,
@@ -238,6 +238,7 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
                     labels=labels,
                     class_names=inputs.data.class_names,
                     max_tokens=attention.max_tokens,
+                    head_view_label=run_label(),
                 )
             )
     train_ds = inputs.train.repeat() if plan.repeat else inputs.train

@@ -1,0 +1,86 @@
+"""TensorBoard's Attention tab (mha_project/tensorboard_plugin): a real tensorboard, a real browser."""
+
+import json
+import re
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_head_view import _chromium
+
+from conftest import TINY_ANY_HEADS, run_script, tensorboard_server, train_tiny
+from mha_project.tensorboard_plugin import PLUGIN_NAME
+
+LONG_PROBE = " ".join(["the coffee was great but the tea"] * 80)  # 560 words: 512 tokens at seq_len=512
+
+
+@pytest.fixture(scope="module")
+def long_probe_run(tmp_path_factory) -> Path:
+    """A tiny run, two epochs, whose first probe is 512 tokens long."""
+    run_dir = tmp_path_factory.mktemp("long_probe") / "run"
+    probes = f'logger.attention.probe_texts=["{LONG_PROBE}","stale coffee"]'
+    result = train_tiny(run_dir, "seq_len=512", "epochs=2", "trainer.early_stopping_patience=5", probes)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def attention_sweep(tmp_path_factory) -> Path:
+    """A 2-job sweep (heads=1,2) that logs attention, as a default sweep does."""
+    sweep = tmp_path_factory.mktemp("attention_sweep") / "s"
+    result = run_script("train.py", "-m", "heads=1,2", *TINY_ANY_HEADS, f"hydra.sweep.dir={sweep}", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return sweep
+
+
+def _get(url: str, route: str, seconds: float = 60, ready=bool):
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            answer = json.loads(urllib.request.urlopen(f"{url}/{route}", timeout=10).read())
+            if ready(answer) or time.monotonic() > deadline:
+                return answer
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoch(long_probe_run, attention_sweep):
+    spec = f"long:{long_probe_run},sweep:{attention_sweep}"
+    with tensorboard_server("--logdir_spec", spec) as url:
+        listing = _get(url, "data/plugins_listing", ready=lambda p: PLUGIN_NAME in p)
+        runs = _get(url, f"data/plugin/{PLUGIN_NAME}/runs", ready=lambda r: len(r) == 3)
+        long_run = next(r["run"] for r in runs if r["run"].startswith("long/"))
+        data = _get(url, f"data/plugin/{PLUGIN_NAME}/data?run={long_run}&step=1")
+        script = urllib.request.urlopen(f"{url}/data/plugin/{PLUGIN_NAME}/index.js", timeout=10).read().decode()
+        index = [r["run"] for r in runs].index(long_run)
+        page = f"{url}/data/plugin_entry.html?name={PLUGIN_NAME}#selftest&run={index}"  # what the tab's frame loads
+        dom = _chromium("--window-size=1400,1000", "--virtual-time-budget=20000", "--dump-dom", page).stdout
+
+    assert listing[PLUGIN_NAME]["enabled"] and listing[PLUGIN_NAME]["tab_name"] == "Attention"
+    labels = {r["run"]: r["label"] for r in runs}
+    assert labels == {long_run: "seq_len=512 epochs=2", "sweep/0/tensorboard/attention": "heads=1",
+                      "sweep/1/tensorboard/attention": "heads=2"}  # fmt: skip
+    assert all(r["steps"] == [0, 1] if r["run"] == long_run else r["steps"] == [0] for r in runs)
+
+    # The data: the head view's own format, one byte per weight; each query's row still sums to about 1.
+    probe = data[0]
+    n, heads = len(probe["tokens"]), probe["heads"]
+    assert n == 512 and heads == 2 and probe["caption"].startswith("predicted ")
+    weights = (np.frombuffer(__import__("base64").b64decode(probe["layers"][0]), "uint8") / 255.0) ** 2
+    rows = weights.reshape(heads, n, n).sum(-1)
+    assert np.abs(rows - 1).max() < 0.05
+
+    assert not re.search(r"https?://", script) and "import " not in script.split("export async function render")[0]
+    found = re.search(r'<pre id="selftest">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    steps = {s["step"]: s for s in result["steps"]}
+    first, last, other = steps["first epoch"], steps["last epoch"], steps["another run"]
+    assert first["run"] == long_run and first["tokens"] == 512  # one element per token of the 512-token probe
+    assert (first["epoch"], last["epoch"]) == (0, 1) and first["checksum"] != last["checksum"]  # the epoch moved it
+    assert other["run"] != long_run and other["checksum"] != last["checksum"]  # another run, other weights
