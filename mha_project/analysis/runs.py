@@ -57,11 +57,7 @@ class Run:
 
     def token_ids(self, texts) -> np.ndarray:
         """``model.keras``'s input for ``texts``: their ids as training made them (vocabulary, seq_len,
-        truncation), padded with 0 to the longest.
-
-        >>> run = load_run("outputs/runs/latest")  # doctest: +SKIP
-        >>> run.model(run.token_ids(["the coffee was stale"]))  # doctest: +SKIP
-        """
+        truncation), padded with 0 to the longest: ``run.model(run.token_ids(["the coffee was stale"]))``."""
         return pad_batch(encode(list(texts), self.vectorizer, self.seq_len, self.truncation))
 
     def predict(self, texts) -> list[dict]:
