@@ -287,6 +287,11 @@ def _check_pretrain(cfg: DictConfig) -> None:
         )
     if pretrain.extra_unlabeled and pretrain.objective == "none":
         raise ConfigError("pretrain.extra_unlabeled=true needs a pretraining stage: add pretrain=mlm")
+    if pretrain.objective == "electra" and os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        raise ConfigError(
+            f"pretrain=electra is invalid with KERAS_BACKEND={os.environ['KERAS_BACKEND']}: its train step "
+            "(two losses and a sampling step) is written in TensorFlow; use pretrain=mlm there"
+        )
     if pretrain.objective == "electra":
         for key, allowed in (("generator_size", "a number in (0, 1]"), ("discriminator_weight", "a number > 0")):
             if pretrain[key] is None:

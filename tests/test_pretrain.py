@@ -389,16 +389,17 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
 @pytest.mark.slow
 def test_import_mha_project_is_enough_to_load_the_stage_model(pretrained_run):
     """As for the classifier (README "What a run leaves behind"): a fresh interpreter, nothing but
-    ``import mha_project``; the stage's model.keras holds a subclassed model and the WarmupCosine schedule."""
+    ``import mha_project``; the stage's model.keras holds a subclassed model on its backbone, and no optimizer
+    (resuming reads backup/)."""
     run_dir, _, _ = pretrained_run
     probe = (
         "import mha_project, keras\n"
         f"model = keras.saving.load_model({str(run_dir / 'pretrain' / 'model.keras')!r}, safe_mode=True)\n"
-        "print(type(model).__name__, type(model.optimizer._learning_rate).__name__)\n"
+        "print(type(model).__name__, type(model.backbone).__name__, model.optimizer)\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["MaskedLanguageModel", "WarmupCosine"]
+    assert result.stdout.split() == ["MaskedLanguageModel", "EncoderBackbone", "None"]
 
 
 @pytest.mark.slow

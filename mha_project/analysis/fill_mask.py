@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from mha_project.analysis.runs import MODEL_FILE, STAGE_DIR, load_masked_lm
 from mha_project.data.masking import MASK_TOKEN, mask_id_of
 from mha_project.data.pipeline import truncate_token_ids, truncation_of
-from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
+from mha_project.data.vocabulary import make_vectorizer, ragged_ids, read_vocabulary
 from mha_project.errors import UserError
 
 
@@ -30,7 +30,7 @@ def encode_masked_text(text: str, vectorizer, seq_len: int, truncation: str = "h
         if i:
             ids.append(mask_id)
         if piece.strip():
-            ids.extend(int(t) for t in vectorizer(np.asarray([piece], dtype=object)).numpy()[0])
+            ids.extend(int(t) for t in ragged_ids(vectorizer, np.asarray([piece], dtype=object)).numpy()[0])
     kept = truncate_token_ids(tf.ragged.constant([ids], dtype=tf.int64), seq_len, truncation)[0].numpy()
     if mask_id not in kept:
         raise UserError(

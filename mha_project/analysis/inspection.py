@@ -15,6 +15,7 @@ from mha_project.analysis.plots import SCALES, attention_grid, save_figure
 from mha_project.analysis.runs import load_run
 from mha_project.analysis.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode, pad_batch
+from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
 
 
@@ -107,7 +108,7 @@ def inspect_text(
 
 
 def _truncation_notice(run, text: str) -> str | None:
-    full_length = len(run.vectorizer(np.asarray([text], dtype=object))[0])
+    full_length = int(ragged_ids(run.vectorizer, np.asarray([text], dtype=object)).row_lengths()[0])
     if full_length <= run.seq_len:
         return None
     kept = {"head": "first", "tail": "last", "head_tail": "first quarter and last three quarters of the"}

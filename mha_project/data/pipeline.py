@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from mha_project.data import TRUNCATIONS
 from mha_project.data.sources import text_dataset
+from mha_project.data.vocabulary import ragged_ids
 
 
 def truncate_token_ids(ids, seq_len: int, truncation: str = "head"):
@@ -44,7 +45,7 @@ def truncation_of(data_cfg) -> str:
 
 def encode(texts, vectorizer, seq_len: int, truncation: str = "head") -> list[np.ndarray]:
     """Token ids per text, truncated to seq_len (for inspection; training uses make_pipeline)."""
-    ragged = truncate_token_ids(vectorizer(np.asarray(list(texts), dtype=object)), seq_len, truncation)
+    ragged = truncate_token_ids(ragged_ids(vectorizer, np.asarray(list(texts), dtype=object)), seq_len, truncation)
     return [row.astype("int32") for row in ragged.numpy()]
 
 
@@ -101,7 +102,7 @@ def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, trun
     batches, prefetch."""
 
     def tokenise(text, label):
-        return tf.cast(truncate_token_ids(vectorizer(text), seq_len, truncation), tf.int32), label
+        return tf.cast(truncate_token_ids(ragged_ids(vectorizer, text), seq_len, truncation), tf.int32), label
 
     ds = tf.data.Dataset.zip(text_dataset(texts), tf.data.Dataset.from_tensor_slices(np.asarray(labels, "int32")))
     ds = ds.batch(1024).map(tokenise, num_parallel_calls=tf.data.AUTOTUNE).unbatch()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from mha_project.atomic import write_text_atomic
 from mha_project.data.sources import select_texts, text_dataset
@@ -21,11 +22,15 @@ def make_vectorizer(
     ``sample`` (``data.vocab_sample``): adapt on a seeded random ``sample`` of the texts when there are
     more, so the time and memory of building the vocabulary stop growing with the dataset (word
     frequencies settle long before: the 10k most frequent words of 50k reviews are those of 500k).
-    Output is ragged: every text keeps its own length; padding happens per batch in the pipeline.
-    ``source`` names the texts in the error raised when they hold no word at all.
+    Read its ids with :func:`ragged_ids`: every text keeps its own length; padding happens per batch in the
+    pipeline. ``source`` names the texts in the error raised when they hold no word at all.
     """
     vectorizer = keras.layers.TextVectorization(
-        max_tokens=vocab_size, output_mode="int", ragged=True, vocabulary=vocabulary
+        # Keras allows ragged output on the TensorFlow backend only; elsewhere ragged_ids strips the padding.
+        max_tokens=vocab_size,
+        output_mode="int",
+        ragged=keras.backend.backend() == "tensorflow",
+        vocabulary=vocabulary,
     )
     if vocabulary is None:
         texts = train_texts
@@ -41,8 +46,19 @@ def make_vectorizer(
     return vectorizer
 
 
-def save_vocabulary(vectorizer, path: os.PathLike) -> None:
+def ragged_ids(vectorizer, texts) -> tf.RaggedTensor:
+    """The token ids of a batch of ``texts`` (strings, or a string tensor inside tf.data), one row per text,
+    as a ``tf.RaggedTensor`` on every Keras backend."""
+    ids = vectorizer(texts)
+    if isinstance(ids, tf.RaggedTensor):
+        return ids
+    # Dense (not the TensorFlow backend): padded with 0 to the longest text, and 0 is never a word's id.
+    return tf.RaggedTensor.from_tensor(
+        tf.convert_to_tensor(np.asarray(ids) if not tf.is_tensor(ids) else ids), padding=0
+    )
 
+
+def save_vocabulary(vectorizer, path: os.PathLike) -> None:
     write_text_atomic(path, "\n".join(vectorizer.get_vocabulary()) + "\n")
 
 

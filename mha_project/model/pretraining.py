@@ -74,9 +74,12 @@ class MaskedLanguageModel(keras.Model):
         positions = ops.cast(inputs["mask_positions"], "int32")
         if self.backbone.arguments["cls_token"]:
             positions = positions + 1  # the encoder's output has [CLS] at position 0
-        # tf.gather rather than ops.take_along_axis, whose TensorFlow version builds int64 indices that
-        # oneDNN rejects with an error line on stderr (it then falls back, same result).
-        hidden = tf.gather(x, positions, batch_dims=1)
+        if keras.backend.backend() == "tensorflow":
+            # tf.gather rather than ops.take_along_axis, whose TensorFlow version builds int64 indices that
+            # oneDNN rejects with an error line on stderr (it then falls back, same result).
+            hidden = tf.gather(x, positions, batch_dims=1)
+        else:
+            hidden = ops.take_along_axis(x, positions[:, :, None], axis=1)
         matrix = self.backbone.token_embedding.embeddings if self.tie_embeddings else None
         return self.head(hidden, embedding_matrix=matrix)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import tempfile
 from pathlib import Path
 
 import keras
@@ -20,7 +21,11 @@ def export_inference_model(
     classes) probabilities, ``classes`` (batch, classes) the class names in that order, and
     ``predicted_class`` (batch,) the most probable name; it tokenises and truncates (``data.truncation``)
     exactly as training did."""
-    names = tf.constant([str(c) for c in class_names or range(model.output_shape[-1])])
+    names = [str(c) for c in class_names or range(model.output_shape[-1])]
+    if keras.backend.backend() != "tensorflow":
+        _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation, names)
+        return
+    names = tf.constant(names)
     text_to_ids = keras.layers.TextVectorization(
         output_mode="int",
         ragged=True,
@@ -42,13 +47,17 @@ def export_inference_model(
     end_to_end.track(text_to_ids)
     end_to_end.add_endpoint("serve", serve)
 
+    _write_atomically(path, lambda tmp: end_to_end.write_out(str(tmp), verbose=False))
+
+
+def _write_atomically(path: Path, write) -> None:
     tmp = path.with_name(f".tmp-{path.name}")
     shutil.rmtree(tmp, ignore_errors=True)
     tf_log = logging.getLogger("tensorflow")
     level = tf_log.level
     tf_log.setLevel(logging.WARNING)  # "Assets written to ..." on every export is not news
     try:
-        end_to_end.write_out(str(tmp), verbose=False)
+        write(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)  # a half-written export only takes space (a full disk's)
         raise
@@ -56,3 +65,42 @@ def export_inference_model(
         tf_log.setLevel(level)
     shutil.rmtree(path, ignore_errors=True)  # a complete export replaces an older one
     tmp.rename(path)
+
+
+# TextVectorization's "lower_and_strip_punctuation", as keras/src/layers/preprocessing/text_vectorization.py
+# writes it (tests/test_train.py checks the export against the model on the same texts).
+PUNCTUATION = r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']'
+
+
+class _RawTextServer(tf.Module):
+    """Raw strings -> the saved ids model, in TensorFlow, for a model trained on another Keras backend."""
+
+    def __init__(self, ids_model, vocabulary, seq_len, truncation, names):
+        super().__init__()
+        self.ids_model = ids_model
+        words = tf.constant(vocabulary)
+        ids = tf.range(2, len(vocabulary) + 2, dtype=tf.int64)  # 0 is padding, 1 out-of-vocabulary
+        self.table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(words, ids), default_value=1)
+        self.names = tf.constant(names)
+        self.seq_len, self.truncation = seq_len, truncation
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve(self, text):
+        words = tf.strings.split(tf.strings.regex_replace(tf.strings.lower(text), PUNCTUATION, ""))
+        ids = truncate_token_ids(tf.ragged.map_flat_values(self.table.lookup, words), self.seq_len, self.truncation)
+        scores = self.ids_model.serve(tf.cast(ids, tf.int32).to_tensor(shape=[None, self.seq_len]))
+        classes = tf.broadcast_to(self.names, tf.shape(scores))
+        return {"scores": scores, "classes": classes, "predicted_class": tf.gather(self.names, tf.argmax(scores, -1))}
+
+
+def _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation, names) -> None:
+    """Another backend's model: Keras exports it (token ids in; jax2tf for JAX), TensorFlow adds the
+    tokeniser in front. ExportArchive cannot take the tokenising function here: on JAX it must be JAX code."""
+    with tempfile.TemporaryDirectory() as scratch:
+        model.export(scratch, format="tf_saved_model", verbose=False)
+        vocabulary = vectorizer.get_vocabulary(include_special_tokens=False)
+        server = _RawTextServer(tf.saved_model.load(scratch), vocabulary, seq_len, truncation, names)
+        options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)  # serving needs no gradients
+        _write_atomically(
+            path, lambda tmp: tf.saved_model.save(server, str(tmp), signatures={"serve": server.serve}, options=options)
+        )
