@@ -24,12 +24,12 @@ from mha_project.model import INPUT_SCALES, OBJECTIVES, POSITION_ENCODINGS
 
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
+DISTRIBUTIONS = ("none", "mirrored", "data_parallel", "multi_worker")
 # Why trainer.distribution=multi_worker is refused (mha_project/training/distribute.py has the details).
 MULTI_WORKER_UNSUPPORTED = (
     "trainer.distribution=multi_worker is not supported: Keras 3's model.fit fails under "
-    "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=mirrored "
-    "for the devices of one machine"
+    "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=data_parallel "
+    "with KERAS_BACKEND=jax (keras.distribution), on one machine or several"
 )
 UNLABELED_DATASETS = ("imdb", "folder")  # datasets with an unlabeled split (pretrain.extra_unlabeled)
 
@@ -220,6 +220,8 @@ def validate_config(cfg: DictConfig) -> None:
     _check_attention_memory(cfg)
     if cfg.trainer.distribution == "multi_worker":
         raise ConfigError(MULTI_WORKER_UNSUPPORTED)
+    if cfg.trainer.distribution == "data_parallel":
+        _check_data_parallel(cfg)
     _check_pretrain(cfg)
     for text in cfg.logger.attention.probe_texts:
         if not _has_words(text):
@@ -266,6 +268,39 @@ def _check_attention_memory(cfg: DictConfig) -> None:
             f"x heads={cfg.model.num_heads} x seq_len^2 x layers={cfg.model.num_layers}) against this machine's "
             f"{have / 2**30:,.0f} GiB: lower seq_len or batch_size, or set data.bucketing=true"
         )
+
+
+def processes() -> int:
+    """How many processes train together: Keras's ``KERAS_DISTRIBUTION_NUM_PROCESSES`` (keras.distribution)."""
+    value = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"KERAS_DISTRIBUTION_NUM_PROCESSES={value} is invalid: must be an integer >= 1")
+    return int(value)
+
+
+def _check_data_parallel(cfg: DictConfig) -> None:
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend != "jax":
+        raise ConfigError(
+            f"trainer.distribution=data_parallel is invalid with KERAS_BACKEND={backend}: it is keras.distribution, "
+            "which trains on the JAX backend; run KERAS_BACKEND=jax python scripts/train.py ..."
+        )
+    n = processes()
+    if n == 1:
+        return
+    # Every process must step through batches of one shape at once, and the same number of them.
+    if cfg.data.bucketing:
+        raise ConfigError(
+            f"data.bucketing=true is invalid with {n} processes: each process's length buckets would give it "
+            "other batch shapes and counts than the others; set data.bucketing=false"
+        )
+    if cfg.trainer.batch_size % n:
+        raise ConfigError(
+            f"batch_size={cfg.trainer.batch_size} is invalid with {n} processes: the global batch is split evenly "
+            f"between them, so it must be a multiple of {n}"
+        )
+    if cfg.pretrain.objective != "none":
+        raise ConfigError(f"pretrain={cfg.pretrain.objective} is invalid with {n} processes: pretrain on one")
 
 
 def _check_pretrain(cfg: DictConfig) -> None:

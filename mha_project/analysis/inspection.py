@@ -65,19 +65,7 @@ def inspect_text(
         raise UserError(f"cannot write {out_path} ({err.strerror or err}); pass --out with a writable path") from None
 
     if html:
-        try:
-            write_head_view(
-                html,
-                run.model,
-                run.vectorizer,
-                [text],
-                run.seq_len,
-                run.class_names,
-                title=text[:80],
-                truncation=run.truncation,
-            )
-        except OSError as err:
-            raise UserError(f"cannot write {html} ({err.strerror or err}); pass --html with a writable path") from None
+        _write_html(run, text, html)
 
     writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "inspect"))
     write_attention_summaries(
@@ -105,6 +93,15 @@ def inspect_text(
         "html": str(html) if html else None,
         "notice": notice,
     }
+
+
+def _write_html(run, text: str, html: str) -> None:
+    try:
+        write_head_view(
+            html, run.model, run.vectorizer, [text], run.seq_len, run.class_names, text[:80], run.truncation
+        )
+    except OSError as err:
+        raise UserError(f"cannot write {html} ({err.strerror or err}); pass --html with a writable path") from None
 
 
 def _truncation_notice(run, text: str) -> str | None:

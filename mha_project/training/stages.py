@@ -20,12 +20,12 @@ from mha_project.analysis.runs import load_model_safely
 from mha_project.atomic import write_text_atomic
 from mha_project.data.masking import with_mask_token
 from mha_project.data.pipeline import pipeline_from_cfg
-from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts
+from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts, select_texts
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary, save_vocabulary
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.training.callbacks import AttentionLogger, BestWeights
-from mha_project.training.distribute import make_strategy, use_logical_cpus
+from mha_project.training.distribute import make_strategy, shard_of, use_logical_cpus
 from mha_project.training.export import export_inference_model
 from mha_project.training.failures import diverged_message
 from mha_project.training.fitting import (
@@ -83,8 +83,10 @@ class Inputs:
     pretrained_source: dict | None  # pretrain.from_run's summary, checked against this run
 
 
-def prepare_inputs(cfg: DictConfig, run_dir: Path) -> Inputs:
-    """Load the splits, build (or, resuming, reload) the vocabulary, and batch every split."""
+def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
+    """Load the splits, build (or, resuming, reload) the vocabulary, and batch every split. With several
+    processes (``trainer.distribution=data_parallel``) each batches its own shard of the training texts
+    and its part of every global batch."""
     data = load_dataset(cfg.data, cfg.seed)
     log.info(
         f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
@@ -107,13 +109,21 @@ def prepare_inputs(cfg: DictConfig, run_dir: Path) -> Inputs:
     if not vocab_file.exists():
         save_vocabulary(vectorizer, vocab_file)
 
-    def pipeline(texts, labels, shuffle):
-        return pipeline_from_cfg(cfg, texts, labels, vectorizer, shuffle=shuffle)
+    processes = getattr(strategy, "num_processes", 1)
+    batch_size = cfg.trainer.batch_size // processes
 
+    def pipeline(texts, labels, shuffle):
+        return pipeline_from_cfg(cfg, texts, labels, vectorizer, shuffle=shuffle, batch_size=batch_size)
+
+    train_texts, train_labels = data.train_texts, data.train_labels
+    if processes > 1:
+        mine = shard_of(len(train_texts), strategy.process_id, processes)
+        train_texts, train_labels = select_texts(train_texts, mine), np.asarray(train_labels)[mine]
+        log.info(f"process {strategy.process_id} of {processes}: {len(mine)} training texts, batches of {batch_size}")
     return Inputs(
         data,
         vectorizer,
-        pipeline(data.train_texts, data.train_labels, True),
+        pipeline(train_texts, train_labels, True),
         pipeline(data.val_texts, data.val_labels, False),
         pipeline(data.test_texts, data.test_labels, False),
         source_summary,

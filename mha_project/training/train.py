@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -52,6 +53,15 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     """
     validate_config(cfg)  # before any data is loaded or file written
     run_dir = Path(run_dir) if run_dir is not None else _hydra_run_dir()
+    if _helper_process(cfg):
+        # Processes other than 0 of a data-parallel run train the same model and record nothing.
+        quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False, "attention": {"html": False}}})
+        with tempfile.TemporaryDirectory(prefix="mha-project-process-") as scratch:
+            return _train_into(quiet, Path(scratch))
+    return _train_into(cfg, run_dir)
+
+
+def _train_into(cfg: DictConfig, run_dir: Path) -> dict:
     try:
         keras.activations.get(cfg.model.activation)
     except ValueError:
@@ -82,13 +92,18 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
         record.close()
 
 
+def _helper_process(cfg: DictConfig) -> bool:
+    process_id = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "0")  # Keras's own (keras.distribution)
+    return cfg.trainer.distribution == "data_parallel" and process_id not in ("", "0")
+
+
 def _in_sweep() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
     strategy = stages.prepare_process(cfg)
-    inputs = stages.prepare_inputs(cfg, run_dir)
+    inputs = stages.prepare_inputs(cfg, run_dir, strategy)
     plan = stages.plan_fit(cfg, inputs)
     save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
     if _records_hparams(cfg):
