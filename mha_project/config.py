@@ -301,6 +301,12 @@ def _check_data_parallel(cfg: DictConfig) -> None:
         )
     if cfg.pretrain.objective != "none":
         raise ConfigError(f"pretrain={cfg.pretrain.objective} is invalid with {n} processes: pretrain on one")
+    if not os.environ.get("MHA_TRY_PROCESSES"):  # scripts/data_parallel_check.py sets it, to see what happens
+        raise ConfigError(
+            f"KERAS_DISTRIBUTION_NUM_PROCESSES={n} is not supported yet: the processes train the first epoch in "
+            "step, then the attention logging on process 0 reads arrays that span every process's devices and "
+            "stops; python scripts/data_parallel_check.py reproduces it. One process: drop the variable"
+        )
 
 
 def _check_pretrain(cfg: DictConfig) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import keras
 import pytest
 
-from conftest import OUT_OF_RANGE, TINY, run_script, train_tiny, write_folder_dataset
+from conftest import OUT_OF_RANGE, TINY, compose_cfg, run_script, train_tiny, write_folder_dataset
 
 BAD_OVERRIDES = [
     *((override, override) for override in OUT_OF_RANGE),
@@ -262,3 +262,21 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     data.rename(tmp_path / "moved")
     for script in ("evaluate.py", "head_importance.py"):
         assert_clean_failure(run_script(script, str(folder_run)), f"data.path={data}, no longer exists")
+
+
+def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_are_refused_for_now(tmp_path):
+    from mha_project.config import validate_config
+    from mha_project.errors import ConfigError
+
+    cfg = compose_cfg("trainer.distribution=data_parallel")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KERAS_BACKEND", "tensorflow")
+        with pytest.raises(ConfigError, match="is invalid with KERAS_BACKEND=tensorflow: it is keras.distribution"):
+            validate_config(cfg)
+        env.setenv("KERAS_BACKEND", "jax")
+        validate_config(cfg)  # one process: this machine's devices
+        env.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
+        with pytest.raises(ConfigError, match="data.bucketing=true is invalid with 2 processes"):
+            validate_config(cfg)
+        with pytest.raises(ConfigError, match="data_parallel_check.py reproduces it"):
+            validate_config(compose_cfg("trainer.distribution=data_parallel", "data.bucketing=false"))
