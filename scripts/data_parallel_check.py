@@ -11,6 +11,7 @@ non-addressable (non process local) devices is not possible".
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -47,7 +48,7 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 worker.kill()
                 output, _ = worker.communicate()
-            errors = [line for line in output.splitlines() if "Error" in line and not line.startswith(" ")]
+            errors = [line for line in output.splitlines() if re.match(r"\w+(Error|Exception): ", line)]
             results.append({"process": process_id, "returncode": worker.returncode, "error": errors[:1]})
     finished = all(r["returncode"] == 0 for r in results)
     print(json.dumps({"two_process_run_finishes": finished, "processes": results}, indent=1))
