@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mha_project.cli import finish_all
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -42,14 +44,9 @@ def main() -> None:
                 subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             )
         results = []
-        for process_id, worker in enumerate(workers):
-            try:
-                output, _ = worker.communicate(timeout=900)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                output, _ = worker.communicate()
+        for process_id, (returncode, output) in enumerate(finish_all(workers, timeout=900)):
             errors = [line for line in output.splitlines() if re.match(r"\w+(Error|Exception): ", line)]
-            results.append({"process": process_id, "returncode": worker.returncode, "error": errors[:1]})
+            results.append({"process": process_id, "returncode": returncode, "error": errors[:1]})
     finished = all(r["returncode"] == 0 for r in results)
     print(json.dumps({"two_process_run_finishes": finished, "processes": results}, indent=1))
     sys.exit(0 if finished else 1)

@@ -24,12 +24,7 @@ def main() -> None:
     parser.add_argument("--html", help="also write the interactive head view (one self-contained HTML file)")
     parser.add_argument("--top", type=int, default=3, help="tokens listed per head (default 3)")
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens shown per heatmap axis (default 24)")
-    parser.add_argument(
-        "--scale",
-        default="shared",
-        help="shared: one colour scale for every head, so heads compare by colour (default); "
-        "per_head: each head its own, so a weak head's pattern shows",
-    )
+    parser.add_argument("--scale", default="shared", help="shared (default): one colour scale; per_head: one each")
     args = parser.parse_args()
     try:
         check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads

@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 
+from mha_project.cli import finish_all
+
 WORKER = """
 import json, os, sys
 import mha_project  # quiet start-up
@@ -46,19 +48,14 @@ def main() -> int:
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
         processes.append(
-            subprocess.Popen([sys.executable, "-c", WORKER], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
         )
     results = []
-    for index, process in enumerate(processes):
-        try:
-            out, err = process.communicate(timeout=240)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
-        last_error = [line for line in err.decode(errors="replace").splitlines() if "Error" in line][-1:]
-        results.append(
-            {"worker": index, "returncode": process.returncode, "error": last_error[0] if last_error else ""}
-        )
+    for index, (returncode, output) in enumerate(finish_all(processes, timeout=240)):
+        last_error = [line for line in output.splitlines() if "Error" in line][-1:]
+        results.append({"worker": index, "returncode": returncode, "error": last_error[0] if last_error else ""})
     works = all(r["returncode"] == 0 for r in results)
     print(json.dumps({"multi_worker_fit_works": works, "workers": results}, indent=1))
     return 0 if works else 1

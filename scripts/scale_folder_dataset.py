@@ -17,7 +17,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", help="DIR/train/<class>/*.txt and DIR/test/<class>/*.txt")
     parser.add_argument("target", help="where to write the scaled dataset (must not exist)")
-    parser.add_argument("--copies", type=int, default=4, help="training texts are multiplied by this")
+    parser.add_argument("--copies", type=int, default=4, metavar="N", help="training texts are multiplied by N")
     args = parser.parse_args()
     source, target = Path(args.source), Path(args.target)
     if args.copies < 1:

@@ -4,6 +4,7 @@ python scripts/sweep_report.py outputs/multirun/<time>
 """
 
 import argparse
+from pathlib import Path
 
 from mha_project.cli import fail
 from mha_project.errors import UserError
@@ -13,6 +14,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dir", help="a Hydra multirun directory (outputs/multirun/<time>)")
     args = parser.parse_args()
+    if not Path(args.sweep_dir).is_dir():  # answered at once, before matplotlib loads
+        fail(f"sweep dir {args.sweep_dir} does not exist or is not a directory")
     try:
         from mha_project.analysis.report import write_report
 

@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,21 @@ def tensorboard_server(*args: str):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def poll(ask, ready=bool, seconds: float = 90):
+    """``ask()`` every half second until ``ready(answer)`` or ``seconds`` pass (a server still starting, a
+    log still loading); the last answer."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            answer = ask()
+            if ready(answer) or time.monotonic() > deadline:
+                return answer
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def run_sweep(sweep: Path, *overrides: str, timeout: int = 600) -> subprocess.CompletedProcess:

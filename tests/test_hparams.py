@@ -2,13 +2,12 @@
 
 import contextlib
 import json
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, compose_cfg, tensorboard_server, train_tiny
+from conftest import QUIET, compose_cfg, poll, tensorboard_server, train_tiny
 from mha_project.training.hparams import FINAL_METRICS, experiment_hparams, hparams_of, swept_domains
 
 
@@ -67,16 +66,7 @@ def tensorboard(logdir: Path):
 
 
 def _until(post, route, body, ready, seconds=90):
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            answer = post(route, body)
-            if ready(answer) or time.monotonic() > deadline:
-                return answer
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(0.5)
+    return poll(lambda: post(route, body), ready, seconds)
 
 
 ALL_STATUSES = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]

@@ -2,7 +2,6 @@
 
 import json
 import re
-import time
 import urllib.request
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 from test_head_view import _chromium
 
-from conftest import TINY_ANY_HEADS, run_script, tensorboard_server, train_tiny
+from conftest import TINY_ANY_HEADS, poll, run_script, tensorboard_server, train_tiny
 from mha_project.tensorboard_plugin import PLUGIN_NAME
 
 LONG_PROBE = " ".join(["the coffee was great but the tea"] * 80)  # 560 words: 512 tokens at seq_len=512
@@ -35,17 +34,8 @@ def attention_sweep(tmp_path_factory) -> Path:
     return sweep
 
 
-def _get(url: str, route: str, seconds: float = 60, ready=bool):
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            answer = json.loads(urllib.request.urlopen(f"{url}/{route}", timeout=10).read())
-            if ready(answer) or time.monotonic() > deadline:
-                return answer
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(0.5)
+def _get(url: str, route: str, ready=bool):
+    return poll(lambda: json.loads(urllib.request.urlopen(f"{url}/{route}", timeout=10).read()), ready, 60)
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import TINY, run_script, train_tiny
+from conftest import QUIET, TINY, run_script, train_tiny
 
 pytestmark = pytest.mark.slow
 
@@ -220,24 +220,30 @@ def keras_predict(model, ids):
 @pytest.mark.slow
 def test_the_jax_backend_trains_evaluates_and_exports_a_run(tmp_path: Path):
     # Issue case: KERAS_BACKEND=jax stopped at make_vectorizer (ragged output is TensorFlow-only in Keras).
-    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    env = {"KERAS_BACKEND": "jax"}
     run_dir = tmp_path / "jax"
-    result = run_script(
-        "train.py", *TINY, "logger.attention.html=false", f"hydra.run.dir={run_dir}", env=env, timeout=900
-    )
+    # data.bucketing=false: one batch shape, so JAX compiles the train step once; attention logging is the
+    # same code on every backend (keras.ops), checked once on TensorFlow.
+    overrides = [*TINY, *QUIET, "data.bucketing=false", "logger.attention.html=false", f"hydra.run.dir={run_dir}"]
+    result = run_script("train.py", *overrides, env=env, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     recorded = json.loads((run_dir / "metrics.json").read_text())
     assert recorded["hparams"]["heads"] == 2 and 0 <= recorded["test_accuracy"] <= 1
-    evaluated = run_script("evaluate.py", str(run_dir), env=env)
-    assert evaluated.returncode == 0 and f"{recorded['test_accuracy']:.4f}" in evaluated.stdout
-    # The export (made through jax2tf, the tokeniser in TensorFlow) answers as the model does.
+    # Evaluated again (what evaluate.py does), and the export (made through jax2tf, the tokeniser in
+    # TensorFlow) answers as the model does.
     check = (
         "import sys, numpy as np, tensorflow as tf\n"
+        "from mha_project.analysis.evaluate import evaluate_run\n"
         "from mha_project.analysis.runs import load_run\n"
+        "print(evaluate_run(sys.argv[1])['test_accuracy'])\n"
         "run = load_run(sys.argv[1]); texts = ['great coffee, would buy again', 'stale, bitter! and late?', 'ok']\n"
-        "served = tf.saved_model.load(sys.argv[1] + '/export').serve(tf.constant(texts))['scores'].numpy()\n"
+        "exported = tf.saved_model.load(sys.argv[1] + '/export')  # held: its variables live with it\n"
+        "served = exported.serve(tf.constant(texts))['scores'].numpy()\n"
         "print(float(np.abs(served - run.model.predict(run.token_ids(texts), verbose=0)).max()))\n"
     )
-    compared = subprocess.run([sys.executable, "-c", check, str(run_dir)], capture_output=True, text=True, env=env)
+    compared = subprocess.run(
+        [sys.executable, "-c", check, str(run_dir)], capture_output=True, text=True, env={**os.environ, **env}
+    )
     assert compared.returncode == 0, compared.stderr[-3000:]
-    assert float(compared.stdout.strip().splitlines()[-1]) < 1e-5
+    evaluated, difference = map(float, compared.stdout.strip().splitlines()[-2:])
+    assert evaluated == pytest.approx(recorded["test_accuracy"], abs=1e-6) and difference < 1e-5

@@ -30,7 +30,8 @@ def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
         optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0),
         loss="sparse_categorical_crossentropy",
         metrics=["accuracy"],
-        jit_compile=trainer_cfg.jit_compile,
+        # trainer.jit_compile is TensorFlow's XLA switch; on JAX, not compiling means running op by op.
+        jit_compile=trainer_cfg.jit_compile or keras.backend.backend() == "jax",
         steps_per_execution=trainer_cfg.steps_per_execution,
     )
     create_training_variables(model)

@@ -116,10 +116,10 @@ def _compile_pretrainer(model, pcfg, steps_per_epoch: int) -> None:
             # The mean over the chosen positions only (rows with fewer than P carry weight 0).
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
             weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="masked_accuracy")],
-            jit_compile=False,
+            jit_compile=keras.backend.backend() == "jax",  # op by op on JAX otherwise
         )
     else:  # electra: losses and metrics live in ReplacedTokenDetector.train_step
-        model.compile(optimizer=optimizer, jit_compile=False)
+        model.compile(optimizer=optimizer, jit_compile=False)  # a TensorFlow train_step
 
 
 def _stage_loggers(cfg, stage_dir: Path, vectorizer) -> list:
