@@ -37,15 +37,20 @@ from mha_project.data.pipeline import encode, pad_batch
 MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the all-queries view
 
 
+def quantize(scores: np.ndarray) -> np.ndarray:
+    """Weights in [0, 1] -> uint8 ``round(sqrt(w) * 255)`` (small weights keep their precision): how the page
+    and TensorBoard's Attention tab store attention."""
+    return np.round(np.sqrt(np.clip(np.asarray(scores, "float64"), 0.0, 1.0)) * 255).astype("uint8")
+
+
 def encode_weights(scores: np.ndarray) -> str:
-    """(heads, n, n) weights in [0, 1] -> base64 of uint8 ``round(sqrt(w) * 255)``.
+    """(heads, n, n) weights in [0, 1] -> base64 of :func:`quantize`.
 
     >>> import numpy as np
     >>> decode_weights(encode_weights(np.array([[[0.25, 0.75]]])), (1, 1, 2)).round(3).tolist()
     [[[0.252, 0.751]]]
     """
-    q = np.round(np.sqrt(np.clip(np.asarray(scores, "float64"), 0.0, 1.0)) * 255).astype("uint8")
-    return base64.b64encode(q.tobytes()).decode("ascii")
+    return base64.b64encode(quantize(scores).tobytes()).decode("ascii")
 
 
 def decode_weights(data: str, shape) -> np.ndarray:
@@ -116,10 +121,7 @@ def write_head_view(
     probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0)
     items = []
     for k, text in enumerate(texts):
-        predicted = int(np.argmax(probs[k]))
-        caption = f"predicted {_class_name(predicted, class_names)} (p={probs[k][predicted]:.2f})"
-        if labels is not None:
-            caption += f" · true label {_class_name(int(labels[k]), class_names)}"
+        caption = prediction_caption(probs[k], class_names, None if labels is None else labels[k])
         items.append(
             {
                 "text": text,
@@ -133,5 +135,12 @@ def write_head_view(
     return path
 
 
-def _class_name(index: int, class_names) -> str:
+def prediction_caption(probs, class_names=None, label=None) -> str:
+    """``predicted great (p=0.91) · true label other``: a text's caption in the head view and its tab."""
+    predicted = int(np.argmax(probs))
+    caption = f"predicted {class_name(predicted, class_names)} (p={probs[predicted]:.2f})"
+    return caption if label is None else caption + f" · true label {class_name(int(label), class_names)}"
+
+
+def class_name(index: int, class_names) -> str:
     return class_names[index] if class_names else str(index)

@@ -10,9 +10,10 @@ import tensorflow as tf
 
 from mha_project.analysis.attention import attention_entropy, scores_for_texts
 from mha_project.analysis.head_patterns import normalized_entropy
+from mha_project.analysis.head_view import class_name, prediction_caption
 from mha_project.analysis.plots import attention_grid, figure_to_png
 from mha_project.data.pipeline import encode, pad_batch
-from mha_project.tensorboard_plugin.summary import write_head_view
+from mha_project.tensorboard_plugin.summary import write_head_view_summary
 
 
 def write_attention_summaries(
@@ -60,27 +61,19 @@ def write_attention_summaries(
                 tf.summary.scalar(f"{prefix}attention_normalized_entropy/layer_{l}/head_{h}", float(entropy))
         for k, text in enumerate(texts if classify else []):
             predicted = int(np.argmax(probs[k]))
-            truth = f"**true:** {_class_name(int(labels[k]), class_names)}  \n" if labels is not None else ""
+            truth = f"**true:** {class_name(int(labels[k]), class_names)}  \n" if labels is not None else ""
             tf.summary.text(
                 f"{prefix}attention_probe/{k}",
-                f"**text:** {text}  \n{truth}**predicted:** {_class_name(predicted, class_names)} "
+                f"**text:** {text}  \n{truth}**predicted:** {class_name(predicted, class_names)} "
                 f"(p={probs[k][predicted]:.3f})",
             )
         for k, text in enumerate(texts if head_view_label is not None else []):
-            caption = ""
-            if classify:
-                predicted = int(np.argmax(probs[k]))
-                caption = f"predicted {_class_name(predicted, class_names)} (p={probs[k][predicted]:.2f})"
-                if labels is not None:
-                    caption += f" · true label {_class_name(int(labels[k]), class_names)}"
+            label = None if labels is None else labels[k]
+            caption = prediction_caption(probs[k], class_names, label) if classify else ""
             layers = [layer_scores[k] for layer_scores in scores]
-            write_head_view(k, text, tokens[k], layers, caption, head_view_label, step)
+            write_head_view_summary(k, text, tokens[k], layers, caption, head_view_label, step)
     writer.flush()
     return scores
-
-
-def _class_name(index: int, class_names) -> str:
-    return class_names[index] if class_names else str(index)
 
 
 def _stack(images):

@@ -13,14 +13,10 @@ import numpy as np
 import tensorflow as tf
 from tensorboard.compat.proto import summary_pb2
 
+from mha_project.analysis.head_view import quantize
 from mha_project.tensorboard_plugin import PLUGIN_NAME
 
 WEIGHTS, CAPTION = "weights", "caption"  # the two tags of a probe: head_view/probe_{k}/weights, .../caption
-
-
-def quantize(scores: np.ndarray) -> np.ndarray:
-    """Weights in [0, 1] -> uint8 ``round(sqrt(w) * 255)`` (small weights keep their precision)."""
-    return np.round(np.sqrt(np.clip(np.asarray(scores, "float64"), 0.0, 1.0)) * 255).astype("uint8")
 
 
 def _metadata(content: dict) -> tf.compat.v1.SummaryMetadata:
@@ -31,7 +27,9 @@ def _metadata(content: dict) -> tf.compat.v1.SummaryMetadata:
     return metadata
 
 
-def write_head_view(k: int, text: str, tokens: list[str], layers: list[np.ndarray], caption: str, label: str, step):
+def write_head_view_summary(
+    k: int, text: str, tokens: list[str], layers: list[np.ndarray], caption: str, label: str, step
+):
     """Probe ``k``'s attention at ``step`` into the default summary writer. ``layers``: one ``(heads, n, n)``
     array per layer for this text; ``label``: how the run is listed (its swept values, e.g. ``heads=8``)."""
     n = len(tokens)
