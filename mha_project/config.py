@@ -20,7 +20,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from mha_project.data import TRUNCATIONS
 from mha_project.data.folders import check_folder_dataset
 from mha_project.errors import ConfigError
-from mha_project.model import INPUT_SCALES, OBJECTIVES, POSITION_ENCODINGS
+from mha_project.model import INPUT_SCALES, NGRAM_BRANCHES, OBJECTIVES, POSITION_ENCODINGS
 
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -108,6 +108,10 @@ class ModelConfig:
     pooling: str = checked(lambda v: v in ("mean", "mean_max", "cls"), "one of mean, mean_max, cls")
     embedding_norm: str = checked(lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES))
     position_encoding: str = checked(lambda v: v in POSITION_ENCODINGS, "one of " + ", ".join(POSITION_ENCODINGS))
+    ngram_branch: str = checked(lambda v: v in NGRAM_BRANCHES, "one of " + ", ".join(NGRAM_BRANCHES))
+    ngram_buckets: int = checked(_positive_int, "an integer >= 1")
+    ngram_dim: int = checked(_positive_int, "an integer >= 1")
+    encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 
 
 @dataclass
@@ -218,6 +222,11 @@ def validate_config(cfg: DictConfig) -> None:
             "pairs of query/key features, so key_dim must be even"
         )
     _check_attention_memory(cfg)
+    if cfg.model.ngram_branch == "bigram_alone" and (cfg.pretrain.objective != "none" or cfg.pretrain.from_run):
+        raise ConfigError(
+            "model.ngram_branch=bigram_alone is invalid with pretraining: a bag of n-grams alone has no encoder "
+            "to pretrain; use model.ngram_branch=bigram (the bag beside the encoder)"
+        )
     if cfg.trainer.distribution == "multi_worker":
         raise ConfigError(MULTI_WORKER_UNSUPPORTED)
     if cfg.trainer.distribution == "data_parallel":
@@ -301,12 +310,6 @@ def _check_data_parallel(cfg: DictConfig) -> None:
         )
     if cfg.pretrain.objective != "none":
         raise ConfigError(f"pretrain={cfg.pretrain.objective} is invalid with {n} processes: pretrain on one")
-    if not os.environ.get("MHA_TRY_PROCESSES"):  # scripts/data_parallel_check.py sets it, to see what happens
-        raise ConfigError(
-            f"KERAS_DISTRIBUTION_NUM_PROCESSES={n} is not supported yet: the processes train the first epoch in "
-            "step, then the attention logging on process 0 reads arrays that span every process's devices and "
-            "stops; python scripts/data_parallel_check.py reproduces it. One process: drop the variable"
-        )
 
 
 def _check_pretrain(cfg: DictConfig) -> None:

@@ -84,6 +84,9 @@ def identity(cfg: DictConfig) -> dict:
     """The resolved config values that decide the result, as plain data."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     ident = {k: resolved.get(k) for k in IDENTITY_KEYS}
+    model = ident.get("model") or {}
+    if model.get("ngram_branch", "none") == "none":  # runs from before the branch have none of its keys
+        ident["model"] = {k: v for k, v in model.items() if not k.startswith("ngram_") and k != "encoder_logit_dropout"}
     pretrain = resolved.get(PRETRAIN_KEY) or {}
     if "from_run" in pretrain:
         # Identities keep the names and keys from before the typed schema, so older runs still resume.

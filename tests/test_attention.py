@@ -124,17 +124,16 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "inspect/attention/layer_0" in event_records(tiny_run / "tensorboard" / "inspect")
 
-    long_text = " ".join(["great"] * 50)
-    result = run_script("inspect_attention.py", str(tiny_run), long_text, "--out", str(tmp_path / "long.png"))
-    assert result.returncode == 0 and "only the first 32 are used (data.seq_len, data.truncation=head)" in result.stdout
+    # The rest in-process (the command line above prints what inspect_text returns).
+    from mha_project.analysis.inspection import inspect_text
+    from mha_project.errors import UserError
 
-    result = run_script("inspect_attention.py", str(tiny_run), "  ")
-    assert result.returncode == 2 and "text is empty" in result.stderr and "Traceback" not in result.stderr
-
+    long = inspect_text(tiny_run, " ".join(["great"] * 50), out=str(tmp_path / "long.png"))
+    assert "only the first 32 are used (data.seq_len, data.truncation=head)" in long["notice"]
+    with pytest.raises(UserError, match="text is empty"):
+        inspect_text(tiny_run, "  ")
     # Issue case (a real fine_foods review): "$...$" was parsed as matplotlib mathtext and crashed.
-    money = "What a waste of $$ buying things for $5 and $3"
-    result = run_script("inspect_attention.py", str(tiny_run), money, "--out", str(tmp_path / "money.png"))
-    assert result.returncode == 0, result.stderr[-2000:]
+    inspect_text(tiny_run, "What a waste of $$ buying things for $5 and $3", out=str(tmp_path / "money.png"))
     assert (tmp_path / "money.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -286,3 +286,26 @@ def test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory(tmp_path
         np.testing.assert_array_equal(ids_f.numpy(), ids_m.numpy())
         np.testing.assert_array_equal(y_f.numpy(), y_m.numpy())
     assert make_vectorizer(d.train_texts, 50).get_vocabulary() == vec.get_vocabulary()
+
+
+def test_the_processes_slices_of_each_batch_make_up_the_one_process_batch():
+    # Data-parallel processes (part=(p, P)): together they feed exactly the batches one process would,
+    # epoch after epoch of reshuffling: no example lost, none seen twice, the same order.
+    texts = [f"w{i} " * (1 + i % 5) for i in range(22)]
+    labels = np.arange(len(texts)) % 2
+    vec = make_vectorizer(texts, vocab_size=40)
+
+    def epochs(part, n=2):
+        ds = make_pipeline(texts, labels, vec, 8, 6, shuffle=True, seed=3, bucketing=False, part=part)
+        return [[(ids.numpy(), y.numpy()) for ids, y in ds] for _ in range(n)]
+
+    one, zero_of_two, one_of_two = epochs((0, 1)), epochs((0, 2)), epochs((1, 2))
+    assert [len(e) for e in one] == [4, 4]  # 22 texts in batches of 6: 6, 6, 6, 4
+    assert not np.array_equal(one[0][0][0], one[1][0][0])  # the epochs are reshuffled
+    for epoch, halves0, halves1 in zip(one, zero_of_two, one_of_two):
+        for (ids, y), (ids0, y0), (ids1, y1) in zip(epoch, halves0, halves1, strict=True):
+            assert len(ids0) == len(ids1) == len(ids) // 2
+            np.testing.assert_array_equal(np.concatenate([ids0, ids1]), ids)
+            np.testing.assert_array_equal(np.concatenate([y0, y1]), y)
+    with pytest.raises(ValueError, match="2 processes cannot split batches of 6 from 21 examples evenly"):
+        make_pipeline(texts[:21], labels[:21], vec, 8, 6, shuffle=True, seed=3, bucketing=False, part=(0, 2))

@@ -249,8 +249,11 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("test/extra has no train/ twin and is ignored") == 1  # it was printed three times
     # Issue case: files added to test/ after training gave another accuracy, read as the recorded one.
-    unchanged = run_script("evaluate.py", str(folder_run))
-    assert unchanged.returncode == 0 and "warning" not in unchanged.stderr, unchanged.stderr[-2000:]
+    from mha_project.analysis.evaluate import evaluate_run
+    from mha_project.analysis.head_importance import run_head_importance
+    from mha_project.errors import UserError
+
+    assert evaluate_run(folder_run)["data_changed"] == []  # in-process; the command line is checked next
     for i in range(4):
         (data / "test" / "pos" / f"added_{i}.txt").write_text("a new review")
     changed = run_script("evaluate.py", str(folder_run))
@@ -260,11 +263,12 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     report = json.loads(changed.stdout[changed.stdout.index("{") : changed.stdout.rindex("}") + 1])
     assert len(report["data_changed"]) == 1
     data.rename(tmp_path / "moved")
-    for script in ("evaluate.py", "head_importance.py"):
-        assert_clean_failure(run_script(script, str(folder_run)), f"data.path={data}, no longer exists")
+    assert_clean_failure(run_script("evaluate.py", str(folder_run)), f"data.path={data}, no longer exists")
+    with pytest.raises(UserError, match=f"data.path={data}, no longer exists"):
+        run_head_importance(folder_run)
 
 
-def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_are_refused_for_now(tmp_path):
+def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_batches_that_split(tmp_path):
     from mha_project.config import validate_config
     from mha_project.errors import ConfigError
 
@@ -278,5 +282,9 @@ def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_are_re
         env.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
         with pytest.raises(ConfigError, match="data.bucketing=true is invalid with 2 processes"):
             validate_config(cfg)
-        with pytest.raises(ConfigError, match="data_parallel_check.py reproduces it"):
-            validate_config(compose_cfg("trainer.distribution=data_parallel", "data.bucketing=false"))
+        with pytest.raises(ConfigError, match="batch_size=33 is invalid with 2 processes"):
+            validate_config(compose_cfg("trainer.distribution=data_parallel", "data.bucketing=false", "batch_size=33"))
+        validate_config(compose_cfg("trainer.distribution=data_parallel", "data.bucketing=false"))
+        env.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "two")
+        with pytest.raises(ConfigError, match="KERAS_DISTRIBUTION_NUM_PROCESSES=two is invalid: must be an integer"):
+            validate_config(cfg)

@@ -312,6 +312,36 @@ class KerasLayerChecks(TestCase):
             run_training_check=False,
         )
 
+    def test_bag_of_ngrams(self):
+        from mha_project.model.ngrams import BagOfNgrams
+
+        self.run_layer_test(
+            BagOfNgrams,
+            init_kwargs=dict(vocab_size=20, num_classes=3, buckets=32, dim=4),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 3),
+            expected_output_dtype="float32",  # logits added to the encoder's in float32
+            expected_num_trainable_weights=3,  # n-gram embedding, the logits' kernel and bias
+            run_training_check=False,  # token-id input: the harness's training check feeds floats
+        )
+
+    def test_wide_and_deep_classifier(self):
+        from mha_project.model.backbone import EncoderBackbone
+        from mha_project.model.classifier import TextClassifier
+        from mha_project.model.ngrams import BagOfNgrams
+
+        shape = dict(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
+        self.run_layer_test(
+            TextClassifier,
+            init_kwargs=dict(
+                backbone=EncoderBackbone(**shape), num_classes=3, ngram_branch=BagOfNgrams(20, 3, buckets=32, dim=4)
+            ),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 3),
+            expected_num_trainable_weights=4 + 16 + 2 + 3,  # backbone, encoder logits, the bag's three
+            run_training_check=False,
+        )
+
     def test_pooling_layers(self):
         from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling
 
@@ -359,3 +389,34 @@ def test_a_bfloat16_classifier_loads_and_predicts_in_a_float32_process(tmp_path)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(IDS)), expected, atol=1e-6)
     block = encoder_blocks(loaded)[0]
     assert block.ff_dropout.dtype_policy.name == block.attention.dtype_policy.name == "mixed_bfloat16"
+
+
+def test_bag_of_ngrams_counts_each_real_unigram_and_bigram_once():
+    from mha_project.model.ngrams import BagOfNgrams
+
+    bag = BagOfNgrams(vocab_size=10, num_classes=2, buckets=7, dim=3)
+    ids = np.array([[3, 4, 5, 0, 0], [3, 4, 5, 0, 0], [0, 0, 0, 0, 0]], "int32")
+    out = np.asarray(bag(ids))
+    rows = np.asarray(bag.embedding.embeddings)
+    kernel, bias = (np.asarray(w) for w in bag.output_dense.weights)
+    # Unigrams 3, 4, 5 and bigrams (3, 4), (4, 5) hashed after the 10 unigram rows; padding is neither.
+    ngrams = [3, 4, 5, 10 + (3 * 10 + 4) % 7, 10 + (4 * 10 + 5) % 7]
+    np.testing.assert_allclose(out[0], rows[ngrams].mean(0) @ kernel + bias, atol=1e-5)
+    np.testing.assert_allclose(out[1], out[0], atol=1e-6)  # same text, same logits
+    np.testing.assert_allclose(out[2], bias, atol=1e-6)  # no tokens: the bias alone, not NaN
+    padded = np.asarray(bag(np.pad(ids[:1], ((0, 0), (0, 4)))))
+    np.testing.assert_allclose(padded, out[:1], atol=1e-6)  # more padding changes nothing
+    big = BagOfNgrams(vocab_size=100_000, num_classes=2, buckets=1000, dim=2)
+    pairs = np.asarray(big.bigram_ids(keras.ops.convert_to_tensor([[99_999, 99_998, 5]], "int32")))
+    assert ((pairs >= 100_000) & (pairs < 101_000)).all()  # no int32 overflow with a large vocabulary
+
+
+@pytest.mark.parametrize("branch", ["bigram", "bigram_alone"])
+def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch):
+    model = build_classifier(small_model_config(ngram_branch=branch, ngram_buckets=64, ngram_dim=4), 50, 2)
+    assert (encoder_blocks(model) != []) == (branch == "bigram")
+    ids = np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32")
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(np.asarray(loaded(ids)), np.asarray(model(ids)), atol=1e-6)
+    assert np.asarray(model(ids)).sum(1) == pytest.approx([1, 1], abs=1e-5)

@@ -18,6 +18,8 @@ RESUME = [
     "data.limit=600",
     "trainer.early_stopping_patience=10",
     "logger.attention.every_n_epochs=0",
+    "model.ngram_branch=bigram",  # the encoder and the n-gram branch both resume
+    "model.ngram_buckets=1024",
 ]
 
 

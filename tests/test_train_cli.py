@@ -3,7 +3,6 @@
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 import zipfile
@@ -12,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import QUIET, TINY, run_script, train_tiny
+from conftest import TINY, run_script, train_tiny
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +52,7 @@ def test_run_directory_is_complete(tiny_run: Path):
         "embedding_norm": "layer_norm",
         "pooling": "mean",
         "position_encoding": "learned",
+        "ngram_branch": "none",
         "pretrain": "none",
     }
     assert metrics["pretrain"] is None  # no pretraining stage (README "Self-pretraining")
@@ -182,22 +182,29 @@ def test_several_validations_per_epoch(tmp_path):
 def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tmp_path: Path):
     # Issue cases: a mixed_bfloat16 run's model.keras broke every tool that loads it (sub-layers took the
     # loading process's float32 policy), and "$...$" in a probe text killed the run at its first epoch end.
+    # In-process (each tool's command line is tested on its own): the tools run under float32, as a new
+    # process would.
+    import keras
+
+    from conftest import compose_cfg
+    from mha_project.analysis.evaluate import evaluate_run
+    from mha_project.analysis.head_importance import run_head_importance
+    from mha_project.analysis.head_patterns import run_head_patterns
+    from mha_project.analysis.inspection import inspect_text
+    from mha_project.training.train import train
+
     run_dir = tmp_path / "bf16"
     probe = "logger.attention.probe_texts=['What a waste of $$ buying things for $5']"
-    result = train_tiny(run_dir, "trainer.precision=mixed_bfloat16", probe)
-    assert result.returncode == 0, result.stderr[-3000:]
-    evaluated = run_script("evaluate.py", str(run_dir))
-    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
-    recorded = json.loads((run_dir / "metrics.json").read_text())["test_accuracy"]
-    again = json.loads(evaluated.stdout.split("\ntest accuracy")[0])["test_accuracy"]
-    assert again == pytest.approx(recorded, abs=0.01)
-    for script, *args in (
-        ("inspect_attention.py", "the coffee costs $5 and $3", "--out", str(tmp_path / "grid.png")),
-        ("head_patterns.py", "--texts", "10", "--out", str(tmp_path / "patterns")),
-        ("head_importance.py", "--out", str(tmp_path / "importance")),
-    ):
-        tool = run_script(script, str(run_dir), *args)
-        assert tool.returncode == 0, f"{script}: {tool.stderr[-2000:]}"
+    try:
+        recorded = train(compose_cfg(*TINY, "trainer.precision=mixed_bfloat16", probe), run_dir)["test_accuracy"]
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert evaluate_run(run_dir)["test_accuracy"] == pytest.approx(recorded, abs=0.01)
+    inspect_text(run_dir, "the coffee costs $5 and $3", out=str(tmp_path / "grid.png"))
+    assert (tmp_path / "grid.png").stat().st_size > 0
+    assert run_head_patterns(run_dir, 10, str(tmp_path / "patterns"))["heads"]
+    run_head_importance(run_dir, str(tmp_path / "importance"))
+    assert (tmp_path / "importance" / "head_importance.json").exists()
 
 
 def test_a_run_turns_text_into_the_ids_model_keras_takes(tiny_run: Path):
@@ -215,35 +222,3 @@ def test_a_run_turns_text_into_the_ids_model_keras_takes(tiny_run: Path):
 
 def keras_predict(model, ids):
     return np.asarray(model.predict(ids, verbose=0))
-
-
-@pytest.mark.slow
-def test_the_jax_backend_trains_evaluates_and_exports_a_run(tmp_path: Path):
-    # Issue case: KERAS_BACKEND=jax stopped at make_vectorizer (ragged output is TensorFlow-only in Keras).
-    env = {"KERAS_BACKEND": "jax"}
-    run_dir = tmp_path / "jax"
-    # data.bucketing=false: one batch shape, so JAX compiles the train step once; attention logging is the
-    # same code on every backend (keras.ops), checked once on TensorFlow.
-    overrides = [*TINY, *QUIET, "data.bucketing=false", "logger.attention.html=false", f"hydra.run.dir={run_dir}"]
-    result = run_script("train.py", *overrides, env=env, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    recorded = json.loads((run_dir / "metrics.json").read_text())
-    assert recorded["hparams"]["heads"] == 2 and 0 <= recorded["test_accuracy"] <= 1
-    # Evaluated again (what evaluate.py does), and the export (made through jax2tf, the tokeniser in
-    # TensorFlow) answers as the model does.
-    check = (
-        "import sys, numpy as np, tensorflow as tf\n"
-        "from mha_project.analysis.evaluate import evaluate_run\n"
-        "from mha_project.analysis.runs import load_run\n"
-        "print(evaluate_run(sys.argv[1])['test_accuracy'])\n"
-        "run = load_run(sys.argv[1]); texts = ['great coffee, would buy again', 'stale, bitter! and late?', 'ok']\n"
-        "exported = tf.saved_model.load(sys.argv[1] + '/export')  # held: its variables live with it\n"
-        "served = exported.serve(tf.constant(texts))['scores'].numpy()\n"
-        "print(float(np.abs(served - run.model.predict(run.token_ids(texts), verbose=0)).max()))\n"
-    )
-    compared = subprocess.run(
-        [sys.executable, "-c", check, str(run_dir)], capture_output=True, text=True, env={**os.environ, **env}
-    )
-    assert compared.returncode == 0, compared.stderr[-3000:]
-    evaluated, difference = map(float, compared.stdout.strip().splitlines()[-2:])
-    assert evaluated == pytest.approx(recorded["test_accuracy"], abs=1e-6) and difference < 1e-5

@@ -92,7 +92,7 @@ def importance_figure(result: dict, title: str):
 
 
 def run_head_importance(run_dir, out=None) -> dict:
-    run = load_run(run_dir)
+    run = load_run(run_dir, needs_attention=True)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
     val = pipeline_from_cfg(run.cfg, data.val_texts, data.val_labels, run.vectorizer, shuffle=False)
     result = head_importance(run.model, val)

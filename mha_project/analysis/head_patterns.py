@@ -304,7 +304,7 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     """
     if num_texts < 1:
         raise UserError(f"--texts={num_texts} is invalid: must be an integer >= 1")
-    run = load_run(run_dir)
+    run = load_run(run_dir, needs_attention=True)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
     texts = data.val_texts[:num_texts]
     model, base = run.model, run.path

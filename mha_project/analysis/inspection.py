@@ -36,7 +36,7 @@ def inspect_text(
         raise UserError(f"--top={top_k} is invalid: must be an integer >= 1")
     if not text or not text.strip():
         raise UserError('text is empty: give the sentence to inspect, e.g. "a lovely, fresh coffee"')
-    run = load_run(run_dir)
+    run = load_run(run_dir, needs_attention=True)
 
     notice = _truncation_notice(run, text)
     if len(encode([text], run.vectorizer, run.seq_len, run.truncation)[0]) == 0:

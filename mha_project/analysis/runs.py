@@ -14,6 +14,7 @@ import mha_project
 from mha_project.data.pipeline import encode, pad_batch, truncation_of
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
 from mha_project.errors import UserError
+from mha_project.model.backbone import encoder_blocks
 from mha_project.model.compat import load_saved_before_backbone, saved_before_backbone
 from mha_project.run_dir import check_run_dir
 
@@ -92,7 +93,8 @@ def _damaged(path, err) -> UserError:
     )
 
 
-def load_run(path) -> Run:
+def load_run(path, needs_attention: bool = False) -> Run:
+    """The finished run in ``path``; ``needs_attention``: refused when its model has no attention layers."""
     path = check_run_dir(path)
     try:
         cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
@@ -113,5 +115,10 @@ def load_run(path) -> Run:
             "move it back (the run's splits and test set are defined by it)"
         )
     model = load_model_safely(path / "model.keras")
+    if needs_attention and not encoder_blocks(model):
+        raise UserError(
+            f"{path} was trained with model.ngram_branch={cfg.model.get('ngram_branch')}: its model is a bag of "
+            "n-grams without attention layers, so there is no attention to inspect; use a run with an encoder"
+        )
     vectorizer = make_vectorizer(None, int(cfg.data.vocab_size), vocabulary=read_vocabulary(path / "vocab.txt"))
     return Run(path, cfg, model, vectorizer, metrics)

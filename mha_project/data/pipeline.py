@@ -77,10 +77,11 @@ def bucket_boundaries(seq_len: int, width: int | None = None) -> list[int]:
     return bounds + [seq_len]
 
 
-def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool, batch_size: int | None = None):
+def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool, batch_size: int | None = None, part=(0, 1)):
     """``make_pipeline`` with a run's own settings (seq_len, batch size, seed, buckets): training,
     evaluation, pretraining, head importance and the benchmark all batch a run's texts exactly the same
-    way. ``batch_size`` defaults to ``trainer.batch_size`` (the pretraining stage passes its own)."""
+    way. ``batch_size`` defaults to ``trainer.batch_size`` (the pretraining stage passes its own);
+    ``part`` is ``(process, processes)`` (see :func:`batch_token_ids`)."""
     return make_pipeline(
         texts,
         labels,
@@ -93,6 +94,7 @@ def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool, batch_si
         bucket_width=cfg.data.get("bucket_width"),
         shuffle_buffer=cfg.data.get("shuffle_buffer"),
         truncation=truncation_of(cfg.data),
+        part=part,
     )
 
 
@@ -140,8 +142,16 @@ def batch_token_ids(
     bucket_width: int | None = None,
     cache: bool = True,
     shuffle_buffer: int | None = None,
+    part: tuple[int, int] = (0, 1),
 ):
     """(ids, label) examples -> cache -> (reshuffle every epoch) -> bucketed batches -> prefetch.
+
+    ``part=(p, P)``: process ``p`` of ``P`` training one model together. Every process shuffles and
+    batches all the examples alike (same seed), then keeps the ``p``-th of ``P`` equal slices of each
+    batch, so the processes' slices together are exactly the batch one process would have made: no
+    example is lost or seen twice, and the optimisation does not depend on ``P``. Every batch must split
+    evenly: ``P`` divides ``batch_size`` and ``n``, and ``bucketing`` is off (a bucket's last batch has
+    any size).
 
     ``shuffle_buffer`` (``data.shuffle_buffer``) caps the reshuffle buffer, which otherwise holds every
     example: load_dataset has already put the texts in a seeded random order, so a window of 50k
@@ -168,6 +178,16 @@ def batch_token_ids(
         )
     else:
         ds = ds.padded_batch(batch_size, padded_shapes=([seq_len], []))
+    process, processes = part
+    if processes > 1:
+        if bucketing or batch_size % processes or n % processes:
+            raise ValueError(f"{processes} processes cannot split batches of {batch_size} from {n} examples evenly")
+
+        def slice_of(ids, y):
+            size = tf.shape(ids)[0] // processes
+            return ids[process * size : (process + 1) * size], y[process * size : (process + 1) * size]
+
+        ds = ds.map(slice_of)
     return ds.apply(tf.data.experimental.assert_cardinality(n_batches)).prefetch(tf.data.AUTOTUNE)
 
 

@@ -6,3 +6,4 @@ Importing this package is cheap (no Keras): ``mha_project.config`` reads the opt
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
 POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (model/layers.py, RotaryMultiHeadAttention)
 OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective (model/pretraining.py)
+NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch (model/ngrams.py); bigram_alone: no encoder

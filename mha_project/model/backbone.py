@@ -193,4 +193,6 @@ def backbone_of(model) -> keras.Model:
 
 
 def encoder_blocks(model) -> list[EncoderBlock]:
-    return [layer for layer in backbone_of(model).layers if isinstance(layer, EncoderBlock)]
+    """The encoder's blocks in order; none for a classifier without a backbone (``model.ngram_branch=bigram_alone``)."""
+    backbone = backbone_of(model)
+    return [] if backbone is None else [layer for layer in backbone.layers if isinstance(layer, EncoderBlock)]

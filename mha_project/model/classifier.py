@@ -1,13 +1,16 @@
-"""The classifier: an :class:`EncoderBackbone` -> masked pooling -> dropout -> softmax."""
+"""The classifier: an :class:`EncoderBackbone` -> masked pooling -> dropout -> softmax, optionally beside a
+bag of n-grams (:class:`~mha_project.model.ngrams.BagOfNgrams`) whose logits are added before the softmax."""
 
 from __future__ import annotations
 
 import keras
 from keras import layers
 
+from mha_project.model import NGRAM_BRANCHES
 from mha_project.model.backbone import EncoderBackbone, backbone_of, encoder_blocks
 from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
 from mha_project.model.layers import PACKAGE
+from mha_project.model.ngrams import BagOfNgrams
 
 POOLINGS = ("mean", "cls", "mean_max")  # model.pooling
 
@@ -19,6 +22,11 @@ class TextClassifier(keras.Model):
     ``pooling``: ``mean`` over real tokens (padding excluded), ``cls`` (the backbone's ``[CLS]`` vector;
     build the backbone with ``cls_token=True``), or ``mean_max`` (mean and max concatenated).
 
+    ``ngram_branch`` (wide and deep): a :class:`BagOfNgrams` on the same token ids, whose class logits are
+    added to the encoder's before the softmax, so both train jointly in one ``fit``; ``encoder_logit_dropout``
+    drops the encoder's logits for that fraction of the training examples. With ``backbone=None``
+    the bag alone classifies (an ablation: no attention at all).
+
     Example:
     >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
     ...                            key_dim=4, ff_dim=16)
@@ -27,52 +35,110 @@ class TextClassifier(keras.Model):
     (2, 3)
     """
 
-    def __init__(self, backbone: EncoderBackbone, num_classes: int, pooling: str = "mean", dropout=0.1, **kwargs):
+    def __init__(
+        self,
+        backbone: EncoderBackbone | None,
+        num_classes: int,
+        pooling: str = "mean",
+        dropout=0.1,
+        ngram_branch: BagOfNgrams | None = None,
+        encoder_logit_dropout: float = 0.0,
+        **kwargs,
+    ):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r} is invalid: must be one of {', '.join(POOLINGS)}")
-        dtype = backbone.dtype_policy.name  # a name: the poolings' automatic get_config serialises it
+        if backbone is None and ngram_branch is None:
+            raise ValueError("backbone=None needs an ngram_branch: a classifier needs one of the two")
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        x = backbone(token_ids)
-        if pooling == "cls":
-            pooled = FirstTokenPooling(dtype=dtype, name="cls_pool")(x)
+        # Alone, the encoder's head ends in the softmax (the layout of every run before the branch existed).
+        activation = "softmax" if ngram_branch is None else None
+        logits = (
+            [] if backbone is None else [_encoder_head(backbone, token_ids, num_classes, pooling, dropout, activation)]
+        )
+        if ngram_branch is None:
+            probs = logits[0]
         else:
-            pooled = MaskedMeanPooling(dtype=dtype, name="masked_mean_pool")(x)
-        if pooling == "mean_max":
-            # Max over real tokens as well: a strong single word ("awful") is not averaged away.
-            maximum = MaskedMaxPooling(dtype=dtype, name="masked_max_pool")(x)
-            pooled = layers.Concatenate(dtype=dtype, name="mean_max_pool")([pooled, maximum])
-        x = layers.Dropout(dropout, dtype=dtype, name="head_dropout")(pooled)
-        # float32 output keeps the softmax stable under mixed precision.
-        probs = layers.Dense(num_classes, activation="softmax", dtype="float32", name="classifier")(x)
+            if logits and encoder_logit_dropout:
+                # Whole-example dropout of the encoder's logits (one mask value per example, broadcast over
+                # the classes): on those examples the bag must classify alone, so it does not leave the
+                # training examples to an encoder that memorises them faster than it generalises.
+                logits[0] = layers.Dropout(
+                    encoder_logit_dropout, noise_shape=(None, 1), dtype="float32", name="encoder_logit_dropout"
+                )(logits[0])
+            logits.append(ngram_branch(token_ids))
+            total = logits[0] if len(logits) == 1 else layers.Add(dtype="float32", name="wide_and_deep")(logits)
+            probs = layers.Activation("softmax", dtype="float32", name="probabilities")(total)
         super().__init__(inputs=token_ids, outputs=probs, **kwargs)
         self.backbone = backbone
+        self.ngram_branch = ngram_branch
         self.num_classes = num_classes
         self.pooling = pooling
         self.dropout = dropout
+        self.encoder_logit_dropout = encoder_logit_dropout
 
     def get_config(self):
-        return {
+        config = {
             "name": self.name,
             "trainable": self.trainable,
-            "backbone": keras.layers.serialize(self.backbone),
+            "backbone": None if self.backbone is None else keras.layers.serialize(self.backbone),
             "num_classes": self.num_classes,
             "pooling": self.pooling,
             "dropout": self.dropout,
         }
+        if self.ngram_branch is not None:  # absent otherwise: earlier runs' configs read the same
+            config["ngram_branch"] = keras.layers.serialize(self.ngram_branch)
+            config["encoder_logit_dropout"] = self.encoder_logit_dropout
+        return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
+        for part in ("backbone", "ngram_branch"):
+            if config.get(part) is not None:
+                config[part] = keras.layers.deserialize(config[part])
         return cls(**config)
+
+
+def _encoder_head(backbone, token_ids, num_classes: int, pooling: str, dropout: float, activation):
+    """Pooling, dropout and the class layer on the backbone's token vectors: probabilities or logits."""
+    dtype = backbone.dtype_policy.name  # a name: the poolings' automatic get_config serialises it
+    x = backbone(token_ids)
+    if pooling == "cls":
+        pooled = FirstTokenPooling(dtype=dtype, name="cls_pool")(x)
+    else:
+        pooled = MaskedMeanPooling(dtype=dtype, name="masked_mean_pool")(x)
+    if pooling == "mean_max":
+        # Max over real tokens as well: a strong single word ("awful") is not averaged away.
+        maximum = MaskedMaxPooling(dtype=dtype, name="masked_max_pool")(x)
+        pooled = layers.Concatenate(dtype=dtype, name="mean_max_pool")([pooled, maximum])
+    x = layers.Dropout(dropout, dtype=dtype, name="head_dropout")(pooled)
+    # float32 output keeps the softmax stable under mixed precision.
+    return layers.Dense(num_classes, activation=activation, dtype="float32", name="classifier")(x)
 
 
 def build_classifier(model_cfg, vocab_size: int, num_classes: int, backbone=None) -> TextClassifier:
     """The classifier the ``model`` config group describes, on ``backbone`` when given (a pretrained one)."""
-    if backbone is None:
+    branch = model_cfg.get("ngram_branch", "none")
+    if branch not in NGRAM_BRANCHES:
+        raise ValueError(f"model.ngram_branch={branch} is invalid: must be one of {', '.join(NGRAM_BRANCHES)}")
+    ngrams = None
+    if branch != "none":
+        buckets, dim = model_cfg.get("ngram_buckets", 2**18), model_cfg.get("ngram_dim", 16)
+        ngrams = BagOfNgrams(vocab_size, num_classes, buckets=buckets, dim=dim, name="ngram_branch")
+    if branch == "bigram_alone":
+        backbone = None
+    elif backbone is None:
         backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size)
     pooling = model_cfg.get("pooling", "mean")
-    return TextClassifier(backbone, num_classes, pooling=pooling, dropout=model_cfg.dropout, name="mha_classifier")
+    return TextClassifier(
+        backbone,
+        num_classes,
+        pooling=pooling,
+        dropout=model_cfg.dropout,
+        ngram_branch=ngrams,
+        encoder_logit_dropout=model_cfg.get("encoder_logit_dropout", 0.0) if ngrams is not None else 0.0,
+        name="mha_classifier",
+    )
 
 
 def model_summary(model: keras.Model) -> str:
@@ -89,6 +155,7 @@ def model_summary(model: keras.Model) -> str:
             f"feed-forward {block.ff_dim}\n"
         )
     lines = []
-    for part in (model, backbone_of(model)) if backbone_of(model) is not model else (model,):
+    backbone = backbone_of(model)
+    for part in (model, backbone) if backbone not in (None, model) else (model,):
         part.summary(line_length=80, print_fn=lambda text, line_break=True: lines.append(text))
     return head + "\n".join(lines).rstrip() + "\n"

@@ -23,6 +23,7 @@ import tensorflow as tf
 from mha_project.analysis.fill_mask import fill_mask, perplexity
 from mha_project.analysis.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode
+from mha_project.training.distribute import process_local
 from mha_project.training.history import trim_history
 
 
@@ -62,20 +63,24 @@ class AttentionLogger(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if self.every_n_epochs and self.texts and (epoch + 1) % self.every_n_epochs == 0:
-            write_attention_summaries(
-                self.writer,
-                self.model,
-                self.vectorizer,
-                self.texts,
-                self.seq_len,
-                epoch,  # the step of Keras's epoch scalars, so the attention lines up with them
-                truncation=self.truncation,
-                labels=self.labels,
-                class_names=self.class_names,
-                max_tokens=self.max_tokens,
-                classify=self.classify,
-                head_view_label=self.head_view_label,
-            )
+            with process_local(self.model) as model:
+                self._write(model, epoch)
+
+    def _write(self, model, epoch):
+        write_attention_summaries(
+            self.writer,
+            model,
+            self.vectorizer,
+            self.texts,
+            self.seq_len,
+            epoch,  # the step of Keras's epoch scalars, so the attention lines up with them
+            truncation=self.truncation,
+            labels=self.labels,
+            class_names=self.class_names,
+            max_tokens=self.max_tokens,
+            classify=self.classify,
+            head_view_label=self.head_view_label,
+        )
 
 
 class Perplexity(keras.callbacks.Callback):

@@ -6,8 +6,9 @@ processes), so changing the number of devices does not change the optimisation.
 * ``mirrored``: ``tf.distribute.MirroredStrategy`` over the local GPUs (or logical CPUs), TensorFlow backend.
 * ``data_parallel``: ``keras.distribution.DataParallel`` on the JAX backend, over this machine's devices
   and, when Keras's ``KERAS_DISTRIBUTION_JOB_ADDRESSES`` / ``_NUM_PROCESSES`` / ``_PROCESS_ID`` are set,
-  over several processes (JAX's distributed runtime; gloo collectives on CPU). Each process reads its own
-  shard of the training texts (:func:`shard_of`)."""
+  over several processes (JAX's distributed runtime; gloo collectives on CPU). Each process feeds its
+  slice of every global batch (``part`` in :func:`mha_project.data.pipeline.batch_token_ids`); after
+  ``fit``, process 0 alone tests, saves and exports a :func:`local_copy` of the weights."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import contextlib
 import dataclasses
 import os
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -61,20 +63,56 @@ def _data_parallel() -> KerasDistribution:
         jax.config.update("jax_cpu_collectives_implementation", os.environ.get("JAX_CPU_COLLECTIVES", "gloo"))
         keras.distribution.initialize()  # reads KERAS_DISTRIBUTION_JOB_ADDRESSES, _NUM_PROCESSES, _PROCESS_ID
     devices = keras.distribution.list_devices()
-    # Each process feeds its own shard (shard_of), so Keras must not shard the datasets again.
+    # Each process feeds its own slice of each batch, so Keras must not shard the datasets again.
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False))
     return KerasDistribution(len(devices), jax.process_index(), jax.process_count())
 
 
-def shard_of(count: int, process_id: int, num_processes: int) -> np.ndarray:
-    """The training examples process ``process_id`` reads: every ``num_processes``-th, the same number for
-    every process (the last ``count % num_processes`` examples are left out), so all step together.
+def several_processes() -> bool:
+    """Whether this process trains together with others (keras.distribution over several JAX processes)."""
+    if keras.backend.backend() != "jax" or keras.distribution.distribution() is None:
+        return False
+    import jax
 
-    >>> shard_of(7, 0, 2).tolist(), shard_of(7, 1, 2).tolist()
-    ([0, 2, 4], [1, 3, 5])
+    return jax.process_count() > 1
+
+
+@contextlib.contextmanager
+def no_distribution():
+    """Keras is told of no distribution inside: models built and run here live on this process alone."""
+    distribution = keras.distribution.distribution()
+    keras.distribution.set_distribution(None)
+    try:
+        yield
+    finally:
+        keras.distribution.set_distribution(distribution)
+
+
+def local_copy(model):
+    """A copy of ``model`` on this process's devices alone, with the weights it holds now.
+
+    When several processes train a model, its weights are replicated arrays spanning every process's
+    devices: a computation on them is a collective that all processes must run, so process 0's attention
+    logging, test, save and export alone would wait for the others, or fail. Each process holds every
+    replicated weight whole, so the copy needs no communication.
     """
-    per_process = count // num_processes
-    return np.arange(process_id, per_process * num_processes, num_processes)
+    values = [np.asarray(v.value.addressable_data(0)) for v in model.weights]  # this process's replica
+    with no_distribution():
+        copy = type(model).from_config(model.get_config())
+        if not copy.built:
+            copy.build()
+        copy.set_weights(values)
+    return copy
+
+
+@contextlib.contextmanager
+def process_local(model):
+    """``model`` itself, or with several processes its :func:`local_copy`, run without a distribution."""
+    if not several_processes():
+        yield model
+        return
+    with no_distribution():
+        yield local_copy(model)
 
 
 def use_logical_cpus(count: int) -> None:

@@ -34,6 +34,7 @@ HPARAM_PATHS = {name: keys[0] for name, keys in SHORTCUTS.items()} | {
     "embedding_norm": "model.embedding_norm",
     "pooling": "model.pooling",
     "position_encoding": "model.position_encoding",
+    "ngram_branch": "model.ngram_branch",
     "pretrain": "pretrain.objective",
 }
 

@@ -23,9 +23,10 @@ from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts, select_texts
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary, save_vocabulary
 from mha_project.errors import ConfigError, UserError
+from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.training.callbacks import AttentionLogger, BestWeights
-from mha_project.training.distribute import make_strategy, shard_of, use_logical_cpus
+from mha_project.training.distribute import local_copy, make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
 from mha_project.training.failures import diverged_message
 from mha_project.training.fitting import (
@@ -110,22 +111,28 @@ def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
         save_vocabulary(vectorizer, vocab_file)
 
     processes = getattr(strategy, "num_processes", 1)
-    batch_size = cfg.trainer.batch_size // processes
-
-    def pipeline(texts, labels, shuffle):
-        return pipeline_from_cfg(cfg, texts, labels, vectorizer, shuffle=shuffle, batch_size=batch_size)
-
     train_texts, train_labels = data.train_texts, data.train_labels
     if processes > 1:
-        mine = shard_of(len(train_texts), strategy.process_id, processes)
-        train_texts, train_labels = select_texts(train_texts, mine), np.asarray(train_labels)[mine]
-        log.info(f"process {strategy.process_id} of {processes}: {len(mine)} training texts, batches of {batch_size}")
+        # Every process batches all the training texts and keeps its slice of each batch (the pipeline's
+        # part); the last len % processes texts are left out so that every batch splits evenly.
+        kept = len(train_texts) - len(train_texts) % processes
+        train_texts, train_labels = select_texts(train_texts, np.arange(kept)), np.asarray(train_labels)[:kept]
+        log.info(
+            f"process {strategy.process_id} of {processes}: {kept} training texts, "
+            f"{cfg.trainer.batch_size // processes} of each batch of {cfg.trainer.batch_size}"
+        )
+
+    part = (getattr(strategy, "process_id", 0), processes)
+    # Validation (during fit, on every process): each feeds all of it in batches of batch_size / processes, so
+    # each global batch holds every text `processes` times, which leaves accuracy and mean loss unchanged.
+    # The test runs on process 0 alone, after fit.
+    val_batch = cfg.trainer.batch_size // processes
     return Inputs(
         data,
         vectorizer,
-        pipeline(train_texts, train_labels, True),
-        pipeline(data.val_texts, data.val_labels, False),
-        pipeline(data.test_texts, data.test_labels, False),
+        pipeline_from_cfg(cfg, train_texts, train_labels, vectorizer, shuffle=True, part=part),
+        pipeline_from_cfg(cfg, data.val_texts, data.val_labels, vectorizer, shuffle=False, batch_size=val_batch),
+        pipeline_from_cfg(cfg, data.test_texts, data.test_labels, vectorizer, shuffle=False),
         source_summary,
     )
 
@@ -235,7 +242,7 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
         tensorboard = keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch", profile_batch=profile)
         after_csv.append(tensorboard)
         attention = cfg.logger.attention
-        if attention.every_n_epochs > 0:
+        if attention.every_n_epochs > 0 and encoder_blocks(model):  # a bag of n-grams alone has no attention
             probes, labels = probes_of(cfg, inputs.data)
             after_csv.append(
                 AttentionLogger(
@@ -277,6 +284,15 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
     )
 
 
+def on_process_zero_alone(cfg: DictConfig, model, plan: FitPlan):
+    """After a fit of several processes, the trained weights on process 0's devices alone (compiled, for the
+    test): what follows is one process's work, and Keras is told of no distribution from here on."""
+    copy = local_copy(model)
+    keras.distribution.set_distribution(None)
+    compile_classifier(copy, cfg.trainer, plan.total_steps)
+    return copy
+
+
 def test_save_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs) -> None:
     """Test the best epoch once, save ``model.keras``, export the raw-string SavedModel: one stage each."""
     if (run_dir / BEST_WEIGHTS).exists():
@@ -303,7 +319,7 @@ def test_save_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inpu
 def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs) -> None:
     """``attention.html``: the interactive head view of the probes (``mha_project/analysis/head_view.py``)."""
     probes, labels = probes_of(cfg, inputs.data)
-    if not (cfg.logger.attention.html and probes):
+    if not (cfg.logger.attention.html and probes and encoder_blocks(model)):
         return
     write_head_view(
         run_dir / "attention.html",

@@ -32,10 +32,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic, write_text_atomic
 from mha_project.cli import fail
-from mha_project.config import validate_config
+from mha_project.config import processes, validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
 from mha_project.run_dir import open_run_dir
 from mha_project.training import stages
+from mha_project.training.distribute import several_processes
 from mha_project.training.failures import disk_full, disk_full_message, first_line
 from mha_project.training.hparams import write_experiment, write_session_end, write_session_start
 from mha_project.training.hydra_callbacks import REFUSED_JOBS
@@ -55,6 +56,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None) -> dict:
     run_dir = Path(run_dir) if run_dir is not None else _hydra_run_dir()
     if _helper_process(cfg):
         # Processes other than 0 of a data-parallel run train the same model and record nothing.
+        _stop_logging_into(run_dir)  # not even in Hydra's train.log (the run dir may be process 0's)
         quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False, "attention": {"html": False}}})
         with tempfile.TemporaryDirectory(prefix="mha-project-process-") as scratch:
             return _train_into(quiet, Path(scratch))
@@ -75,6 +77,13 @@ def _train_into(cfg: DictConfig, run_dir: Path) -> dict:
         if record.done("finished") and (run_dir / "metrics.json").exists():
             return _already_finished(run_dir)
         if record.stage != "started" or (run_dir / "history.csv").exists():
+            if processes() > 1:
+                # The other processes keep no backup (they record nothing), so they would start from epoch 0.
+                raise UserError(
+                    f"{run_dir} holds a run that stopped after stage '{record.stage}'; several processes "
+                    f"(KERAS_DISTRIBUTION_NUM_PROCESSES={processes()}) cannot resume it, as only process 0 kept "
+                    "its state: resume it as one process, or start a new hydra.run.dir"
+                )
             log.info(f"resuming {run_dir} after stage '{record.stage}'")
         try:
             return _run_stages(cfg, run_dir, record)
@@ -115,6 +124,10 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
     model = stages.build_model(cfg, run_dir, inputs, strategy, plan, pretrained_from)
     if not record.done("trained"):
         stages.fit_stage(cfg, run_dir, record, model, inputs, plan)
+    if several_processes():
+        if strategy.process_id != 0:
+            return {}  # the other processes' part ends with the fit; they record nothing
+        model = stages.on_process_zero_alone(cfg, model, plan)
     stages.test_save_export(cfg, run_dir, record, model, inputs)
     stages.write_probe_head_view(cfg, run_dir, model, inputs)
 
