@@ -12,7 +12,6 @@ runs slow costs both. Prints one JSON object: examples/s per round and backend, 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -21,16 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mha_project.training.history import steady_examples_per_second
+
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("tensorflow", "jax")
-
-
-def steady_examples_per_second(run_dir: Path) -> float:
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    with open(run_dir / "history.csv", newline="") as f:
-        elapsed = [float(row["elapsed_seconds"]) for row in csv.DictReader(f)]
-    seconds = (elapsed[-1] - elapsed[0]) / (len(elapsed) - 1)  # the epochs after the first
-    return metrics["train_examples"] / seconds
 
 
 def train(backend: str, run_dir: Path, overrides: list[str]) -> float:
@@ -41,7 +34,7 @@ def train(backend: str, run_dir: Path, overrides: list[str]) -> float:
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"error: the {backend} run failed: {done.stderr.strip().splitlines()[-1:]}")
-    return steady_examples_per_second(run_dir)
+    return steady_examples_per_second(run_dir)  # mha_project.training.history
 
 
 def main() -> None:

@@ -80,13 +80,17 @@ RUN_FILES = (
 TRAINED_FILES = ("pretrain", "history.csv", "backup", "checkpoints/best.weights.h5", "model.keras", "metrics.json")
 
 
+# The n-gram branch's settings (configs/model/encoder.yaml): no part of a run's identity without the branch.
+NGRAM_BRANCH_KEYS = ("ngram_branch", "ngram_buckets", "ngram_dim", "encoder_logit_dropout")
+
+
 def identity(cfg: DictConfig) -> dict:
     """The resolved config values that decide the result, as plain data."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     ident = {k: resolved.get(k) for k in IDENTITY_KEYS}
     model = ident.get("model") or {}
     if model.get("ngram_branch", "none") == "none":  # runs from before the branch have none of its keys
-        ident["model"] = {k: v for k, v in model.items() if not k.startswith("ngram_") and k != "encoder_logit_dropout"}
+        ident["model"] = {k: v for k, v in model.items() if k not in NGRAM_BRANCH_KEYS}
     pretrain = resolved.get(PRETRAIN_KEY) or {}
     if "from_run" in pretrain:
         # Identities keep the names and keys from before the typed schema, so older runs still resume.

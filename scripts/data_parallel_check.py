@@ -18,7 +18,6 @@ loss by 1e-3 or more, so 1e-4 separates the two.
 """
 
 import argparse
-import csv
 import json
 import os
 import socket
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 
 from mha_project.cli import finish_all
+from mha_project.training.history import steady_examples_per_second
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = {"test_loss": 1e-4, "test_accuracy": 1e-6}
@@ -75,38 +75,23 @@ def left_behind(run_dir: Path) -> list[str]:
     return sorted(str(p.relative_to(run_dir)) for p in files if not (p.name == "train.log" and p.stat().st_size == 0))
 
 
-def steady_examples_per_second(run_dir: Path) -> float | None:
-    """Training examples/s over the epochs after the first (JAX compiles during the first)."""
-    history = run_dir / "history.csv"
-    if not history.exists():
-        return None
-    with open(history, newline="") as f:
-        elapsed = [float(row["elapsed_seconds"]) for row in csv.DictReader(f)]
-    if len(elapsed) < 2:
-        return None
-    return round(metrics(run_dir)["train_examples"] * (len(elapsed) - 1) / (elapsed[-1] - elapsed[0]), 1)
-
-
 def metrics(run_dir: Path) -> dict:
     path = run_dir / "metrics.json"
     return json.loads(path.read_text()) if path.exists() else {}
 
 
 def check(out: Path, processes: int, overrides: list[str], rounds: int = 1) -> dict:
-    speeds = {"one_process": [], f"{processes}_processes": []}
+    setups = {"one_process": ["one_process"], f"{processes}_processes": [f"process_{k}" for k in range(processes)]}
+    first_round, speeds = {}, {name: [] for name in setups}
     for r in range(rounds):
-        order = ["one", "several"] if r % 2 == 0 else ["several", "one"]
-        for which in order:
-            if which == "one":
-                single = train([out / f"round_{r}" / "one_process"], overrides)
-                speeds["one_process"].append(steady_examples_per_second(out / f"round_{r}" / "one_process"))
-            else:
-                dirs = [out / f"round_{r}" / f"process_{k}" for k in range(processes)]
-                several = train(dirs, overrides)
-                speeds[f"{processes}_processes"].append(steady_examples_per_second(dirs[0]))
-        if r == 0:
-            first = (single, several)
-    single, several = first
+        for name in list(setups) if r % 2 == 0 else list(setups)[::-1]:  # who goes first alternates
+            dirs = [out / f"round_{r}" / d for d in setups[name]]
+            finished = train(dirs, overrides)
+            if r == 0:
+                first_round[name] = finished  # exit codes and metrics are compared on round 0
+            speed = steady_examples_per_second(dirs[0])
+            speeds[name].append(None if speed is None else round(speed, 1))
+    single, several = first_round["one_process"], first_round[f"{processes}_processes"]
     one, many = metrics(out / "round_0" / "one_process"), metrics(out / "round_0" / "process_0")
     difference = {k: abs(one[k] - many[k]) for k in TOLERANCE if k in one and k in many}
     others = {f"process_{k}": left_behind(out / "round_0" / f"process_{k}") for k in range(1, processes)}

@@ -10,10 +10,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import QUIET, TINY, run_script, run_sweep, small_model_config
-from mha_project.analysis.head_importance import head_importance, masked_copy, set_head_mask
+from mha_project.analysis.head_importance import head_importance, set_head_mask
 from mha_project.analysis.report import collect_jobs
 from mha_project.model.backbone import encoder_blocks
-from mha_project.model.classifier import build_classifier
+from mha_project.model.classifier import build_classifier, uncompiled_copy
 
 
 @pytest.mark.slow
@@ -149,7 +149,7 @@ def test_masking_a_head_changes_output_and_masking_none_does_not():
     model = tiny_model()
     ids = np.random.default_rng(0).integers(1, 30, size=(8, 10))
     before = model.predict(ids, verbose=0)
-    copy = masked_copy(model)
+    copy = uncompiled_copy(model)
     kernels = [b.attention.output_dense.kernel.numpy() for b in encoder_blocks(copy)]
     set_head_mask(copy, kernels, [np.ones(3, bool), np.ones(3, bool)])
     np.testing.assert_allclose(copy.predict(ids, verbose=0), before, atol=1e-6)

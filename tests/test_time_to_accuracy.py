@@ -46,3 +46,13 @@ def test_cli_table_and_errors(tmp_path):
     assert bad.returncode == 2 and "--target=1.5 is invalid" in bad.stderr and "Traceback" not in bad.stderr
     missing = run_script("time_to_accuracy.py", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_steady_examples_per_second_leaves_out_the_first_epoch(tmp_path):
+    from mha_project.training.history import steady_examples_per_second
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"train_examples": 100}))
+    (tmp_path / "history.csv").write_text("epoch,elapsed_seconds\n0,10.0\n")
+    assert steady_examples_per_second(tmp_path) is None  # one epoch: nothing after the first
+    (tmp_path / "history.csv").write_text("epoch,elapsed_seconds\n0,10.0\n1,30.0\n2,50.0\n")
+    assert steady_examples_per_second(tmp_path) == 5.0  # 2 epochs x 100 examples in 40 s

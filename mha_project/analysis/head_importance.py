@@ -18,13 +18,7 @@ from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
-
-
-def masked_copy(model):
-    """A structurally identical copy with the same weights."""
-    copy = type(model).from_config(model.get_config())
-    copy.set_weights(model.get_weights())
-    return copy
+from mha_project.model.classifier import uncompiled_copy
 
 
 def set_head_mask(model, original_kernels: list[np.ndarray], keep: list[np.ndarray]) -> None:
@@ -35,7 +29,7 @@ def set_head_mask(model, original_kernels: list[np.ndarray], keep: list[np.ndarr
 
 def head_importance(model, dataset) -> dict:
     """Accuracy with no head masked, with each single head masked, and with all but one masked."""
-    copy = masked_copy(model)
+    copy = uncompiled_copy(model)  # its attention kernels are masked head by head
     copy.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     kernels = [np.asarray(b.attention.output_dense.kernel.numpy()) for b in encoder_blocks(copy)]
     heads = [k.shape[0] for k in kernels]

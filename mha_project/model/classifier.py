@@ -52,21 +52,21 @@ class TextClassifier(keras.Model):
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         # Alone, the encoder's head ends in the softmax (the layout of every run before the branch existed).
         activation = "softmax" if ngram_branch is None else None
-        logits = (
-            [] if backbone is None else [_encoder_head(backbone, token_ids, num_classes, pooling, dropout, activation)]
-        )
+        encoder = None
+        if backbone is not None:
+            encoder = _encoder_head(backbone, token_ids, num_classes, pooling, dropout, activation)
         if ngram_branch is None:
-            probs = logits[0]
+            probs = encoder
         else:
-            if logits and encoder_logit_dropout:
+            if encoder is not None and encoder_logit_dropout:
                 # Whole-example dropout of the encoder's logits (one mask value per example, broadcast over
                 # the classes): on those examples the bag must classify alone, so it does not leave the
                 # training examples to an encoder that memorises them faster than it generalises.
-                logits[0] = layers.Dropout(
+                encoder = layers.Dropout(
                     encoder_logit_dropout, noise_shape=(None, 1), dtype="float32", name="encoder_logit_dropout"
-                )(logits[0])
-            logits.append(ngram_branch(token_ids))
-            total = logits[0] if len(logits) == 1 else layers.Add(dtype="float32", name="wide_and_deep")(logits)
+                )(encoder)
+            bag = ngram_branch(token_ids)
+            total = bag if encoder is None else layers.Add(dtype="float32", name="wide_and_deep")([encoder, bag])
             probs = layers.Activation("softmax", dtype="float32", name="probabilities")(total)
         super().__init__(inputs=token_ids, outputs=probs, **kwargs)
         self.backbone = backbone
@@ -114,6 +114,15 @@ def _encoder_head(backbone, token_ids, num_classes: int, pooling: str, dropout: 
     x = layers.Dropout(dropout, dtype=dtype, name="head_dropout")(pooled)
     # float32 output keeps the softmax stable under mixed precision.
     return layers.Dense(num_classes, activation=activation, dtype="float32", name="classifier")(x)
+
+
+def uncompiled_copy(model, weights=None):
+    """A new, uncompiled model from ``model``'s config, holding ``weights`` (default: ``model``'s own)."""
+    copy = type(model).from_config(model.get_config())
+    if not copy.built:
+        copy.build()
+    copy.set_weights(model.get_weights() if weights is None else weights)
+    return copy
 
 
 def build_classifier(model_cfg, vocab_size: int, num_classes: int, backbone=None) -> TextClassifier:

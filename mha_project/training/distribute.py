@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from mha_project.config import MULTI_WORKER_UNSUPPORTED, processes
 from mha_project.errors import ConfigError
+from mha_project.model.classifier import uncompiled_copy
 
 
 @dataclasses.dataclass
@@ -55,8 +56,7 @@ def make_strategy(name: str):
 
 
 def _data_parallel() -> KerasDistribution:
-    import jax
-    import keras
+    import jax  # only on the JAX backend
 
     if processes() > 1:
         # JAX's CPU collectives default to none: processes on CPUs talk through gloo.
@@ -98,11 +98,7 @@ def local_copy(model):
     """
     values = [np.asarray(v.value.addressable_data(0)) for v in model.weights]  # this process's replica
     with no_distribution():
-        copy = type(model).from_config(model.get_config())
-        if not copy.built:
-            copy.build()
-        copy.set_weights(values)
-    return copy
+        return uncompiled_copy(model, values)
 
 
 @contextlib.contextmanager

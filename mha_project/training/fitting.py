@@ -12,6 +12,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from mha_project.model.classifier import uncompiled_copy
 from mha_project.training.callbacks import EpochCounter, HistoryCSVLogger, ResumableBackup
 from mha_project.training.history import backed_up_epochs, trim_history
 from mha_project.training.schedules import WarmupCosine
@@ -65,11 +66,7 @@ def save_model_atomic(model, path: Path) -> None:
     leaves a broken model.keras."""
     tmp = path.with_name(f".tmp-{path.name}")  # Keras needs the .keras suffix
     # An uncompiled twin with the same weights: Keras's save has no switch to leave the optimizer out.
-    twin = type(model).from_config(model.get_config())
-    if not twin.built:
-        twin.build()
-    twin.set_weights(model.get_weights())
-    twin.save(tmp)
+    uncompiled_copy(model).save(tmp)
     tmp.replace(path)
 
 

@@ -39,6 +39,18 @@ def trim_history(path: Path, keep_below: int) -> list[dict]:
     return rows
 
 
+def steady_examples_per_second(run_dir) -> float | None:
+    """A finished run's training examples/s over its epochs after the first (which also traces or compiles
+    the step), from history.csv's ``elapsed_seconds`` and metrics.json; None without two epochs to compare."""
+    run_dir = Path(run_dir)
+    rows = read_history(run_dir / "history.csv")
+    if len(rows) < 2 or not (run_dir / "metrics.json").exists():
+        return None
+    elapsed = [float(row["elapsed_seconds"]) for row in rows]
+    examples = json.loads((run_dir / "metrics.json").read_text())["train_examples"]
+    return examples * (len(elapsed) - 1) / (elapsed[-1] - elapsed[0])
+
+
 def backed_up_epochs(backup_dir: Path) -> int:
     """Epochs completed according to BackupAndRestore's metadata (0 when there is no backup)."""
     try:

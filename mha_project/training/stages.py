@@ -86,8 +86,8 @@ class Inputs:
 
 def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
     """Load the splits, build (or, resuming, reload) the vocabulary, and batch every split. With several
-    processes (``trainer.distribution=data_parallel``) each batches its own shard of the training texts
-    and its part of every global batch."""
+    processes (``trainer.distribution=data_parallel``) each batches all the training texts and keeps its
+    slice of every global batch."""
     data = load_dataset(cfg.data, cfg.seed)
     log.info(
         f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
