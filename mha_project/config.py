@@ -112,6 +112,7 @@ class ModelConfig:
     ngram_buckets: int = checked(_positive_int, "an integer >= 1")
     ngram_dim: int = checked(_positive_int, "an integer >= 1")
     encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+    local_conv: int = checked(lambda v: _int(v) and v >= 0, "an integer >= 0 (0: none)")
 
 
 @dataclass
@@ -128,6 +129,7 @@ class TrainerConfig:
     precision: str = checked(lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS))
     distribution: str = checked(lambda v: v in DISTRIBUTIONS, "one of " + ", ".join(DISTRIBUTIONS))
     cpu_devices: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
+    ngram_lr: Optional[float] = checked(lambda v: v is None or (math.isfinite(v) and v > 0), "null or a number > 0")
 
 
 @dataclass
@@ -226,6 +228,11 @@ def validate_config(cfg: DictConfig) -> None:
         raise ConfigError(
             "model.ngram_branch=bigram_alone is invalid with pretraining: a bag of n-grams alone has no encoder "
             "to pretrain; use model.ngram_branch=bigram (the bag beside the encoder)"
+        )
+    if cfg.trainer.ngram_lr is not None and cfg.model.ngram_branch == "none":
+        raise ConfigError(
+            f"trainer.ngram_lr={cfg.trainer.ngram_lr} is invalid with model.ngram_branch=none: it is the n-gram "
+            "branch's learning rate; add model.ngram_branch=bigram or leave trainer.ngram_lr=null"
         )
     if cfg.trainer.distribution == "multi_worker":
         raise ConfigError(MULTI_WORKER_UNSUPPORTED)

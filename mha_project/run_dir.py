@@ -89,8 +89,13 @@ def identity(cfg: DictConfig) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     ident = {k: resolved.get(k) for k in IDENTITY_KEYS}
     model = ident.get("model") or {}
-    if model.get("ngram_branch", "none") == "none":  # runs from before the branch have none of its keys
-        ident["model"] = {k: v for k, v in model.items() if k not in NGRAM_BRANCH_KEYS}
+    # Options at their "off" value are left out: runs from before an option have none of its keys.
+    off = set(NGRAM_BRANCH_KEYS) if model.get("ngram_branch", "none") == "none" else set()
+    off |= set() if model.get("local_conv") else {"local_conv"}
+    ident["model"] = {k: v for k, v in model.items() if k not in off}
+    trainer = ident.get("trainer") or {}
+    if trainer.get("ngram_lr") is None:
+        ident["trainer"] = {k: v for k, v in trainer.items() if k != "ngram_lr"}
     pretrain = resolved.get(PRETRAIN_KEY) or {}
     if "from_run" in pretrain:
         # Identities keep the names and keys from before the typed schema, so older runs still resume.

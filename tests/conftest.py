@@ -43,7 +43,23 @@ def small_model_config(**changes):
     return OmegaConf.create({**_tiny_model_section(), **changes})
 
 
+# The analysis scripts, run by run_script inside the test process: each is argparse, a library call and
+# one-line errors (SystemExit), nothing that needs a process of its own, and a fresh Python + TensorFlow
+# start-up per call is most of the suite's time. train.py (Hydra's global state), the benchmarks and any
+# call with its own environment stay subprocesses; so do the tests that check a start-up as such.
+IN_PROCESS_SCRIPTS = {
+    "evaluate.py",
+    "inspect_attention.py",
+    "fill_mask.py",
+    "head_patterns.py",
+    "head_importance.py",
+    "sweep_report.py",
+}
+
+
 def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subprocess.CompletedProcess:
+    if script in IN_PROCESS_SCRIPTS and env is None:
+        return _run_script_in_process(script, *args)
     full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.run(
         [sys.executable, str(ROOT / "scripts" / script), *args],
@@ -53,6 +69,36 @@ def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subproc
         text=True,
         timeout=timeout,
     )
+
+
+def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProcess:
+    """``python scripts/SCRIPT ARGS`` as ``runpy`` runs it: the exit status, stdout and stderr (an uncaught
+    exception's traceback included, as the interpreter prints it)."""
+    import contextlib
+    import io
+    import runpy
+    import traceback
+
+    path = ROOT / "scripts" / script
+    out, err = io.StringIO(), io.StringIO()
+    saved_argv, saved_cwd, code = sys.argv[:], os.getcwd(), 0
+    sys.argv[:] = [str(path), *args]
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+                if not isinstance(exit_.code, (int, type(None))):
+                    print(exit_.code, file=sys.stderr)
+            except BaseException:  # noqa: BLE001 - reported as the interpreter would: a traceback, exit 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv[:] = saved_argv
+        os.chdir(saved_cwd)
+    return subprocess.CompletedProcess([sys.executable, str(path), *args], code, out.getvalue(), err.getvalue())
 
 
 def kill_when(cmd: list, ready, env: dict, timeout: float = 240) -> None:

@@ -30,6 +30,7 @@ BAD_OVERRIDES = [
     ('logger.attention.probe_texts=[""]', "has '', which has no words"),
     ("logger.attention.probe_texts=['?!...']", "has '?!...', which has no words"),
     ("seq_len=100000 data.bucketing=false", "attention alone would need about"),
+    ("trainer.ngram_lr=0.01", "trainer.ngram_lr=0.01 is invalid with model.ngram_branch=none"),
     ("model.position_encoding=rotary key_dim=7", "key_dim=7 is invalid with model.position_encoding=rotary"),
 ]
 

@@ -8,7 +8,13 @@ from mha_project.analysis.attention import attention_scores
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.model.heads import MaskedMeanPooling
-from mha_project.model.layers import EncoderBlock, RotaryMultiHeadAttention, TokenAndPositionEmbedding, rotate_positions
+from mha_project.model.layers import (
+    EncoderBlock,
+    LocalConvolution,
+    RotaryMultiHeadAttention,
+    TokenAndPositionEmbedding,
+    rotate_positions,
+)
 
 
 def model_cfg(**kw):
@@ -39,9 +45,10 @@ def test_padding_gets_zero_attention(norm_first):
         np.testing.assert_allclose(sums[np.broadcast_to(real[:, None, :], sums.shape)], 1.0, atol=1e-5)
 
 
-def test_padding_does_not_change_prediction():
+@pytest.mark.parametrize("local_conv", [0, 3])  # the convolution reads padding as zeros, as it reads the edges
+def test_padding_does_not_change_prediction(local_conv):
     keras.utils.set_random_seed(2)
-    model = build_classifier(model_cfg(), vocab_size=20, num_classes=2)
+    model = build_classifier(model_cfg(local_conv=local_conv), vocab_size=20, num_classes=2)
     short = model.predict(np.array([[5, 6, 7]]), verbose=0)
     padded = model.predict(np.array([[5, 6, 7, 0, 0, 0, 0]]), verbose=0)
     np.testing.assert_allclose(short, padded, atol=1e-5)
@@ -267,6 +274,17 @@ class KerasLayerChecks(TestCase):
             expected_num_trainable_weights=16,
         )
 
+    def test_local_convolution(self):
+        self.run_layer_test(
+            LocalConvolution,
+            init_kwargs=dict(width=3, dropout=0.1),
+            input_shape=(2, 5, 6),
+            expected_output_shape=(2, 5, 6),
+            expected_num_trainable_weights=4,  # the Conv1D's kernel and bias, LayerNorm's gamma and beta
+            expected_num_seed_generators=1,
+            supports_masking=True,
+        )
+
     def test_rotary_multi_head_attention(self):
         self.run_layer_test(
             RotaryMultiHeadAttention,
@@ -294,6 +312,20 @@ class KerasLayerChecks(TestCase):
             expected_num_seed_generators=1 + 2 * 3,  # embedding dropout; per block attention, residual, ff
             # A functional model's masks travel on its output tensors, not through supports_masking:
             # test_padding_does_not_change_prediction checks that the classifier on it ignores padding.
+        )
+
+    def test_encoder_backbone_with_a_local_convolution(self):
+        from mha_project.model.backbone import EncoderBackbone
+
+        self.run_layer_test(
+            EncoderBackbone,
+            init_kwargs=dict(
+                vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8, local_conv=3
+            ),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 4, 4),
+            expected_num_trainable_weights=4 + 4 + 16,  # embedding, the convolution, one block
+            expected_num_seed_generators=1 + 1 + 3,
         )
 
     def test_text_classifier(self):

@@ -1,5 +1,6 @@
-"""The n-gram branch (model.ngram_branch): trains beside the encoder or alone, in-process from composed
-configs; its run exports a SavedModel that answers raw strings as model.keras does (marked slow)."""
+"""The n-gram branch (model.ngram_branch): its own learning rate; it trains beside the encoder or alone,
+in-process from composed configs, and its run exports a SavedModel that answers raw strings as model.keras
+does (those two marked slow)."""
 
 from pathlib import Path
 
@@ -11,9 +12,10 @@ import tensorflow as tf
 from conftest import compose_cfg
 from mha_project.analysis.runs import load_run
 from mha_project.errors import UserError
+from mha_project.model.classifier import build_classifier
+from mha_project.training.fitting import compile_classifier
 from mha_project.training.train import train
 
-pytestmark = pytest.mark.slow
 TEXTS = ["great coffee, would buy again", "stale, bitter! and late?", "ok", ""]
 
 
@@ -24,18 +26,42 @@ def served_and_kept(run_dir: Path):
     return served, np.asarray(run.model.predict(run.token_ids(TEXTS), verbose=0)), run
 
 
+def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_further():
+    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=64", "lr=0.001")
+    shared, own = (compose_cfg(*overrides, *extra) for extra in ((), ("trainer.ngram_lr=0.1",)))
+    ids = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+    moved = {}
+    for name, cfg in (("shared", shared), ("own", own)):
+        keras.utils.set_random_seed(0)
+        model = build_classifier(cfg.model, vocab_size=50, num_classes=2)
+        compile_classifier(model, cfg.trainer, total_steps=100)
+        several = isinstance(model.optimizer, keras.optimizers.MultiOptimizer)
+        assert several == (name == "own") and (not several or len(model.optimizer.optimizers) == 2)
+        table = model.get_layer("ngram_branch").embedding.embeddings
+        before = np.array(table)
+        for _ in range(3):  # past the warm-up's first step, whose rate is 0
+            model.train_on_batch(ids, np.array([0, 1]))
+        moved[name] = float(np.abs(np.array(table) - before).max())
+    # Adam's step is about the rate whatever the gradient's size: 100x the rate, about 100x the move.
+    assert moved["own"] > 30 * moved["shared"] > 0
+
+
+@pytest.mark.slow
 def test_the_wide_and_deep_run_exports_what_model_keras_answers(tmp_path: Path):
     run_dir = tmp_path / "run"
-    metrics = train(compose_cfg("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=1024"), run_dir)
-    assert metrics["hparams"]["ngram_branch"] == "bigram"
+    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=1024", "model.local_conv=3")
+    metrics = train(compose_cfg(*overrides), run_dir)  # the local convolution inside the encoder too
+    assert metrics["hparams"]["ngram_branch"] == "bigram" and metrics["hparams"]["local_conv"] == 3
     served, kept, run = served_and_kept(run_dir)
     np.testing.assert_allclose(served, kept, atol=1e-5)
     branch = run.model.get_layer("ngram_branch")
     assert branch.buckets == 1024 and run.model.get_layer("wide_and_deep") is not None
+    assert run.model.backbone.get_layer("local_conv").width == 3
     assert (run_dir / "attention.html").exists()  # the encoder's attention is still there to look at
     load_run(run_dir, needs_attention=True)
 
 
+@pytest.mark.slow
 def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: Path):
     run_dir = tmp_path / "run"
     train(compose_cfg("debug=tiny", "model.ngram_branch=bigram_alone", "model.ngram_buckets=1024"), run_dir)

@@ -99,3 +99,24 @@ def test_memory_probe_reports_each_stage_for_texts_held_on_disk(tmp_path):
     peaks = list(report["peak_rss_mb"].values())
     assert peaks == sorted(peaks) and peaks[0] > 0  # a peak never goes down
     assert report["train_steps"] == 3 and report["train_examples_per_second"] > 0
+
+
+def test_ensemble_of_a_run_with_itself_is_the_run_and_other_splits_are_refused(tiny_run, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from benchmarks import ensemble
+
+    monkeypatch.setattr("sys.argv", ["ensemble.py", str(tiny_run), str(tiny_run)])
+    ensemble.main()
+    report = json.loads(capsys.readouterr().out)
+    recorded = json.loads((tiny_run / "metrics.json").read_text())["test_accuracy"]
+    assert report["test_accuracy"] == pytest.approx([recorded] * 2, abs=1e-6)
+    assert report["average"] == pytest.approx(recorded, abs=1e-6)
+    other = tmp_path / "other"
+    shutil.copytree(tiny_run, other)
+    metrics = json.loads((other / "metrics.json").read_text())
+    metrics["data_fingerprint"]["test"]["sha256"] = "0" * 16
+    (other / "metrics.json").write_text(json.dumps(metrics))
+    monkeypatch.setattr("sys.argv", ["ensemble.py", str(tiny_run), str(other)])
+    with pytest.raises(SystemExit, match="recorded test splits differ"):
+        ensemble.main()

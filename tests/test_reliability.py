@@ -20,6 +20,7 @@ RESUME = [
     "logger.attention.every_n_epochs=0",
     "model.ngram_branch=bigram",  # the encoder and the n-gram branch both resume
     "model.ngram_buckets=1024",
+    "trainer.ngram_lr=0.01",  # with its own optimizer (MultiOptimizer): both optimizers' state resumes
 ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.model.layers import PACKAGE, EncoderBlock, TokenAndPositionEmbedding
+from mha_project.model.layers import PACKAGE, EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -44,6 +44,7 @@ class EncoderBackbone(keras.Model):
         embedding_norm: str = "layer_norm",
         position_encoding: str = "learned",
         cls_token: bool = False,
+        local_conv: int = 0,
         dtype=None,
         **kwargs,
     ):
@@ -65,11 +66,15 @@ class EncoderBackbone(keras.Model):
             position_encoding=position_encoding,
             cls_token=cls_token,
         )
+        if local_conv:  # absent otherwise: backbones saved before the option read the same
+            arguments["local_conv"] = local_conv
 
-        embedding, embedding_dropout, blocks, final_norm = _encoder_layers(dtype=dtype, **arguments)
+        embedding, embedding_dropout, convolution, blocks, final_norm = _encoder_layers(dtype=dtype, **arguments)
 
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         x = embedding_dropout(embedding(token_ids))
+        if convolution is not None:
+            x = convolution(x)
         for block in blocks:
             x = block(x)
         if final_norm is not None:
@@ -104,6 +109,7 @@ class EncoderBackbone(keras.Model):
             embedding_norm=model_cfg.get("embedding_norm", "none"),
             position_encoding=model_cfg.get("position_encoding", "learned"),
             cls_token=model_cfg.get("pooling", "mean") == "cls",
+            local_conv=model_cfg.get("local_conv", 0),
         )
         return cls(**{**arguments, **changes}, name="backbone")
 
@@ -149,6 +155,7 @@ def _encoder_layers(
     position_encoding,
     cls_token,
     dtype,
+    local_conv=0,
 ):
     """The backbone's layers, each with the backbone's dtype policy (a mixed-precision model reloads as one)."""
     rotary = position_encoding == "rotary"
@@ -163,6 +170,9 @@ def _encoder_layers(
         name="embedding",
     )
     embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+    convolution = None
+    if local_conv:
+        convolution = LocalConvolution(local_conv, dropout=dropout, dtype=dtype, name="local_conv")
     blocks = [
         EncoderBlock(
             num_heads=num_heads,
@@ -182,7 +192,7 @@ def _encoder_layers(
     ]
     final_norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
 
-    return embedding, embedding_dropout, blocks, final_norm
+    return embedding, embedding_dropout, convolution, blocks, final_norm
 
 
 def backbone_of(model) -> keras.Model:

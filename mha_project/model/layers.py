@@ -185,6 +185,57 @@ class TokenAndPositionEmbedding(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
+class LocalConvolution(layers.Layer):
+    """Each token's vector mixed with its neighbours' before attention (``model.local_conv``)::
+
+        x = LayerNorm(x + Dropout(Conv1D(embed_dim, width, gelu, padding="same")(x * padding_mask)))
+
+    n-gram features inside the encoder, as ConvBERT (Jiang et al. 2020) puts convolutions beside its
+    attention heads; this is its simplest form, one plain convolution in front of the first block.
+    Padding enters the convolution as zeros (as the text's edges do), and the mask passes through.
+
+    Args:
+        width: the kernel's width in tokens (3: each token sees one neighbour on either side).
+        dropout: rate on the convolution's output.
+
+    Example:
+    >>> conv = LocalConvolution(width=3)
+    >>> tuple(conv(keras.random.normal((2, 10, 8))).shape)
+    (2, 10, 8)
+    """
+
+    def __init__(self, width: int = 3, dropout: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.width = width
+        self.dropout = dropout
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        embed_dim = input_shape[-1]
+        self.conv = layers.Conv1D(
+            embed_dim, self.width, padding="same", activation="gelu", name="conv", dtype=self.dtype_policy
+        )
+        self.conv.build(input_shape)
+        self.conv_dropout = layers.Dropout(self.dropout, name="conv_dropout", dtype=self.dtype_policy)
+        self.norm = layers.LayerNormalization(epsilon=1e-6, name="conv_norm", dtype=self.dtype_policy)
+        self.norm.build(input_shape)
+        self.built = True
+
+    def call(self, inputs, mask=None, training=None):
+        x = inputs if mask is None else inputs * ops.cast(mask, inputs.dtype)[:, :, None]
+        return self.norm(inputs + self.conv_dropout(self.conv(x), training=training))
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "width": self.width, "dropout": self.dropout}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
 class EncoderBlock(layers.Layer):
     """One Transformer encoder block around ``keras.layers.MultiHeadAttention``.
 

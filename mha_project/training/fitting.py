@@ -24,11 +24,28 @@ def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int):
     return WarmupCosine(peak=lr, warmup_steps=warmup_steps, decay_steps=total_steps - warmup_steps)
 
 
+def classifier_optimizer(model, trainer_cfg, total_steps: int):
+    """AdamW (clipped gradients) on the warm-up + cosine schedule. With ``trainer.ngram_lr``, the n-gram
+    branch gets its own AdamW peaking there (``keras.optimizers.MultiOptimizer``): a bag of n-grams learns
+    at several times the rate that suits the encoder, and one shared rate leaves one of the two off its best."""
+
+    def adamw(lr: float):
+        schedule = warmup_cosine(lr, trainer_cfg.warmup_fraction, total_steps)
+        return keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0)
+
+    ngram_lr = trainer_cfg.get("ngram_lr")
+    if ngram_lr is None or getattr(model, "ngram_branch", None) is None:
+        return adamw(trainer_cfg.lr)
+    branch = f"{model.ngram_branch.name}/.*"  # its variables' paths: ngram_branch/ngram_embedding/embeddings, ...
+    return keras.optimizers.MultiOptimizer(
+        keras.optimizers.OptimizerMap(adamw(trainer_cfg.lr), {branch: adamw(ngram_lr)})
+    )
+
+
 def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
-    """AdamW (clipped gradients) with a linear warm-up then cosine decay to 0 over ``total_steps``."""
-    schedule = warmup_cosine(trainer_cfg.lr, trainer_cfg.warmup_fraction, total_steps)
+    """:func:`classifier_optimizer`, sparse categorical cross-entropy, accuracy."""
     model.compile(
-        optimizer=keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0),
+        optimizer=classifier_optimizer(model, trainer_cfg, total_steps),
         loss="sparse_categorical_crossentropy",
         metrics=["accuracy"],
         # trainer.jit_compile is TensorFlow's XLA switch; on JAX, not compiling means running op by op.

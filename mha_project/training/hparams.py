@@ -35,6 +35,8 @@ HPARAM_PATHS = {name: keys[0] for name, keys in SHORTCUTS.items()} | {
     "pooling": "model.pooling",
     "position_encoding": "model.position_encoding",
     "ngram_branch": "model.ngram_branch",
+    "ngram_lr": "trainer.ngram_lr",
+    "local_conv": "model.local_conv",
     "pretrain": "pretrain.objective",
 }
 
@@ -50,6 +52,7 @@ INT_HPARAMS = {
     "batch_size",
     "epochs",
     "seed",
+    "local_conv",
 }
 
 
