@@ -21,6 +21,28 @@ QUIET = ["logger.attention.every_n_epochs=0"]
 TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
 
 
+# The files with the most end-to-end runs, heaviest first. pytest-xdist (--dist loadfile) hands files to
+# its two workers in collection order, so starting the longest ones first keeps one worker from running a
+# ten-minute file alone at the end (longest-processing-time-first scheduling). Other files keep their order.
+HEAVIEST_FIRST = [
+    "test_pretrain.py",
+    "test_errors.py",
+    "test_run_dir.py",
+    "test_sweeps.py",
+    "test_data_parallel.py",
+    "test_reliability.py",
+    "test_head_view.py",
+    "test_performance.py",
+    "test_notebook.py",
+    "test_train_cli.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order within a file is kept
+
+
 def compose_cfg(*overrides: str):
     """The config scripts/train.py would run with these overrides, for in-process train(cfg, run_dir)."""
     from hydra import compose, initialize_config_dir
