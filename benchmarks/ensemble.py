@@ -18,7 +18,7 @@ import numpy as np
 WEIGHTS = [round(0.1 * k, 1) for k in range(1, 10)]
 
 
-def test_probabilities(run, texts, batch: int = 500) -> np.ndarray:
+def probabilities(run, texts, batch: int = 500) -> np.ndarray:
     rows = [run.model.predict(run.token_ids(texts[i : i + batch]), verbose=0) for i in range(0, len(texts), batch)]
     return np.concatenate(rows)
 
@@ -35,7 +35,7 @@ def main() -> None:
         sys.exit(f"error: the two runs' recorded test splits differ or are missing ({splits[0]} vs {splits[1]})")
     data = load_dataset(runs[0].cfg.data, runs[0].cfg.seed)
     texts, labels = list(data.test_texts), np.asarray(data.test_labels)
-    a, b = (test_probabilities(run, texts) for run in runs)
+    a, b = (probabilities(run, texts) for run in runs)
 
     def accuracy(probs) -> float:
         return float((probs.argmax(1) == labels).mean())

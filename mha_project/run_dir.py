@@ -91,7 +91,8 @@ def identity(cfg: DictConfig) -> dict:
     model = ident.get("model") or {}
     # Options at their "off" value are left out: runs from before an option have none of its keys.
     off = set(NGRAM_BRANCH_KEYS) if model.get("ngram_branch", "none") == "none" else set()
-    off |= set() if model.get("local_conv") else {"local_conv"}
+    if not model.get("local_conv"):
+        off.add("local_conv")
     ident["model"] = {k: v for k, v in model.items() if k not in off}
     trainer = ident.get("trainer") or {}
     if trainer.get("ngram_lr") is None:

@@ -110,10 +110,12 @@ def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProce
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 runpy.run_path(str(path), run_name="__main__")
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-                if not isinstance(exit_.code, (int, type(None))):
+            except SystemExit as exit_:  # sys.exit(None | int | message), as the interpreter reads it
+                if exit_.code is None or isinstance(exit_.code, int):
+                    code = exit_.code or 0
+                else:
                     print(exit_.code, file=sys.stderr)
+                    code = 1
             except BaseException:  # noqa: BLE001 - reported as the interpreter would: a traceback, exit 1
                 traceback.print_exc()
                 code = 1

@@ -100,11 +100,13 @@ def test_head_view_in_a_real_browser_for_512_tokens(tmp_path):
     assert result["weights_shown_on_hover"] > 0  # hovering a key shows each query's weight beside it
     assert result["canvas_width"] > 0.6 * result["window_width"]  # the lines use the window's width
 
-    # One screenshot: the self-test above already counted one head's lines against all four's.
     pixels = _screenshot(page, tmp_path / "shot.png")
+    pixels_all = _screenshot(page, tmp_path / "shot_all.png", "head=all")
     assert pixels.shape[0] >= 900 and pixels.shape[1] >= 1300
     assert pixels.std() > 0.05 and (pixels[..., :3].mean(-1) < 0.9).mean() > 0.02  # not blank
     assert _width_used(pixels) > 0.8  # drawn across the window, not in its left third
+    ink = (pixels[200:, :, :3].mean(-1) < 0.85).mean()
+    assert ink < (pixels_all[200:, :, :3].mean(-1) < 0.85).mean()  # one head draws less than all four
 
 
 @pytest.mark.slow
