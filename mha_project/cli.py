@@ -1,8 +1,10 @@
-"""What the scripts share: one-line errors instead of tracebacks (TensorFlow is quieted in __init__)."""
+"""What the scripts share: one-line errors instead of tracebacks, and a quiet TensorFlow start-up."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import subprocess
 import sys
 from typing import NoReturn
@@ -22,25 +24,45 @@ def finish_all(processes, timeout: float) -> list[tuple[int, str]]:
     return results
 
 
+def import_tensorflow_quietly() -> None:
+    """Import TensorFlow and let it look for devices with file descriptor 2 pointed at /dev/null.
+
+    On a CPU machine TensorFlow 2.21 writes start-up lines (oneDNN notices, "Could not find cuda drivers",
+    "failed call to cuInit") from C++ through absl, before ``TF_CPP_MIN_LOG_LEVEL`` applies, so only the file
+    descriptor can hide them. Each entry point calls this once its arguments are checked, before it imports
+    what imports TensorFlow; the library itself never touches fd 2. ``TF_CPP_MIN_LOG_LEVEL=0`` shows them.
+    """
+    if "tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0":
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with _stderr_fd_silenced():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()  # device discovery (and its cuInit line) happens here, not later
+
+
+@contextlib.contextmanager
+def _stderr_fd_silenced():
+    """Point fd 2 at /dev/null (C++ writes bypass sys.stderr); restore it even on error."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real fd 2 (embedded interpreters): nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
-
-
-# Overrides renamed in the schema: the old name keeps working, with one line saying so.
-RENAMED_KEYS = {"pretrain.from": "pretrain.from_run"}
-
-
-def renamed_overrides(argv: list[str]) -> list[str]:
-    """``argv`` with the renamed keys' new names (``pretrain.from=R`` -> ``pretrain.from_run=R``)."""
-    out = []
-    for arg in argv:
-        for old, new in RENAMED_KEYS.items():
-            if arg.startswith(old + "="):
-                print(f"note: {old} is now called {new}; {old} still works for now", file=sys.stderr)
-                arg = new + arg[len(old) :]
-        out.append(arg)
-    return out
 
 
 def run_hydra_app(main) -> None:
@@ -54,10 +76,14 @@ def run_hydra_app(main) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
-    sys.argv[1:] = renamed_overrides(sys.argv[1:])
     try:
         main()
     except (HydraException, OmegaConfBaseException) as err:
+        overridden = re.match(r"Could not override '([^']+)'", str(err))
+        if overridden:  # a key that is no setting: Hydra would advise `+key=value`, which is refused next
+            from mha_project.config import not_a_setting
+
+            fail(not_a_setting(overridden.group(1)))
         fail(one_line(err))
 
 

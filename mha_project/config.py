@@ -203,10 +203,8 @@ def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that is out of range. Touches no file."""
     unknown = unknown_keys(cfg, TrainConfig)
     if unknown:
-        raise ConfigError(
-            f"{unknown[0]} is not a setting of this project (added with '+'?); "
-            "see configs/train.yaml and its groups for the settings there are"
-        )
+        raise ConfigError(not_a_setting(unknown[0]))
+    _check_backend()
     if OmegaConf.is_missing(cfg.data, "path") and cfg.data.name == "folder":
         raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
     for key, shown, ok, allowed in field_checks(TrainConfig):
@@ -224,6 +222,7 @@ def validate_config(cfg: DictConfig) -> None:
             "pairs of query/key features, so key_dim must be even"
         )
     _check_attention_memory(cfg)
+    _check_ngram_memory(cfg)
     if cfg.model.ngram_branch == "bigram_alone" and (cfg.pretrain.objective != "none" or cfg.pretrain.from_run):
         raise ConfigError(
             "model.ngram_branch=bigram_alone is invalid with pretraining: a bag of n-grams alone has no encoder "
@@ -271,12 +270,45 @@ def attention_memory_bytes(batch_size: int, num_heads: int, num_layers: int, len
     return 3 * num_layers * batch_size * num_heads * length * length * 4
 
 
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _check_ngram_memory(cfg: DictConfig) -> None:
+    # The hashed-bigram table, its gradient and AdamW's two moments: float32, known before anything loads.
+    if cfg.model.ngram_branch == "none":
+        return
+    need, have = 4 * 4 * cfg.model.ngram_buckets * cfg.model.ngram_dim, _memory_bytes()
+    if need > have:
+        raise ConfigError(
+            f"model.ngram_buckets={cfg.model.ngram_buckets} is invalid here: its table (x model.ngram_dim="
+            f"{cfg.model.ngram_dim}, with its gradient and optimizer state) would need about {need / 2**30:,.0f} GiB "
+            f"against this machine's {have / 2**30:,.0f} GiB; lower model.ngram_buckets (default 262144)"
+        )
+
+
+BACKENDS = ("tensorflow", "jax")  # Keras backends this project trains on (README "Keras backends")
+
+
+def _check_backend() -> None:
+    import importlib.util
+
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend not in BACKENDS:
+        raise ConfigError(
+            f"KERAS_BACKEND={backend} is invalid: this project trains on KERAS_BACKEND=tensorflow (the default) or "
+            'KERAS_BACKEND=jax (pip install -e ".[jax]")'
+        )
+    if importlib.util.find_spec(backend) is None:
+        raise ConfigError(f'KERAS_BACKEND={backend} is not installed here: pip install -e ".[{backend}]"')
+
+
 def _check_attention_memory(cfg: DictConfig) -> None:
     # Without bucketing every batch pads to seq_len, so the size is known before any data is read.
     if cfg.data.bucketing:
         return
     need = attention_memory_bytes(cfg.trainer.batch_size, cfg.model.num_heads, cfg.model.num_layers, cfg.data.seq_len)
-    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    have = _memory_bytes()
     if need > have:
         raise ConfigError(
             f"seq_len={cfg.data.seq_len} is invalid with data.bucketing=false here: every batch pads to it, and "
@@ -304,6 +336,17 @@ def _check_data_parallel(cfg: DictConfig) -> None:
     n = processes()
     if n == 1:
         return
+    if not os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
+        raise ConfigError(
+            f"KERAS_DISTRIBUTION_NUM_PROCESSES={n} needs KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT, the address of "
+            'process 0, which coordinates (README "Multi-device")'
+        )
+    process_id = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "")
+    if not (process_id.isascii() and process_id.isdigit() and int(process_id) < n):
+        raise ConfigError(
+            f"KERAS_DISTRIBUTION_PROCESS_ID={process_id} is invalid with KERAS_DISTRIBUTION_NUM_PROCESSES={n}: "
+            f"must be one of 0..{n - 1}, a different one on each machine"
+        )
     # Every process must step through batches of one shape at once, and the same number of them.
     if cfg.data.bucketing:
         raise ConfigError(
@@ -370,6 +413,30 @@ def field_checks(schema, prefix: str = "") -> list[tuple]:
         elif f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
             out += field_checks(f.default_factory, f"{key}.")
     return out
+
+
+def setting_names(schema=None, prefix: str = "") -> list[str]:
+    """Every dotted key a command line may set (``heads``, ``model.num_heads``, ``logger.attention.html``)."""
+    import dataclasses
+
+    out = []
+    for f in dataclasses.fields(schema or TrainConfig):
+        key = f"{prefix}{f.name}"
+        nested = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if nested is not None and dataclasses.is_dataclass(nested):
+            out += setting_names(nested, f"{key}.")
+        elif f.name != "tags":
+            out.append(key)
+    return out
+
+
+def not_a_setting(key: str) -> str:
+    """The one line for a key that is no setting: the closest settings there are, never Hydra's ``+key``."""
+    import difflib
+
+    close = difflib.get_close_matches(key, setting_names(), n=2, cutoff=0.75)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    return f"{key} is not a setting of this project; {hint}`python scripts/train.py --help` lists the settings"
 
 
 def unknown_keys(cfg, schema, prefix: str = "") -> list[str]:

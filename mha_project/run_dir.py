@@ -11,8 +11,10 @@ stage. :func:`open_run_dir` checks it before anything in the directory is writte
 * another fingerprint: refused with one line naming the first keys that differ, unless the command
   says ``overwrite=true`` (the old run's files are then removed first: only the names this project
   writes, ``RUN_FILES``, and only where a ``run.json`` says the directory is one of its runs);
-* files but no ``run.json`` (a user's own work, or a run of a much older version): refused, also with
-  ``overwrite=true``, since nothing says those files are ours to delete;
+* files but no ``run.json`` (a user's own work): refused, also with ``overwrite=true``, since nothing says
+  those files are ours to delete;
+* a ``run.json`` of another run format (``RUN_FORMAT``, written by another version): refused in one line
+  naming both formats; ``overwrite=true`` replaces it, and the reading tools refuse it the same way;
 * another live process on the same directory: refused (an ``flock`` on ``.lock``; the kernel drops it
   when a process dies, so a killed run never leaves a stale lock).
 
@@ -43,13 +45,13 @@ IDENTITY_FILE = "run.json"
 LOCK_FILE = ".lock"
 
 
-# The parts of the composed config that decide what model the directory ends up holding.
-IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
+# What run.json's "format" says: the layout of a run directory and of the models in it that this version
+# writes and reads. Another format is refused in one line (no compatibility code before 1.0): train again.
+RUN_FORMAT = 1
 
-
-# ... and the pretraining stage, when there is one (so runs without it keep their old fingerprint).
-PRETRAIN_KEY = "pretrain"
-ELECTRA_KEYS = ("generator_size", "discriminator_weight")  # present (null) in every run since the typed schema
+# The parts of the composed config that decide what model the directory ends up holding (the pretraining
+# stage's probe texts aside), and the Keras backend that trains it.
+IDENTITY_KEYS = ("data", "model", "trainer", "pretrain", "seed", "deterministic")
 
 
 # What a finished run must hold besides metrics.json for the tools that read it back (analysis/).
@@ -80,31 +82,12 @@ RUN_FILES = (
 TRAINED_FILES = ("pretrain", "history.csv", "backup", "checkpoints/best.weights.h5", "model.keras", "metrics.json")
 
 
-# The n-gram branch's settings (configs/model/encoder.yaml): no part of a run's identity without the branch.
-NGRAM_BRANCH_KEYS = ("ngram_branch", "ngram_buckets", "ngram_dim", "encoder_logit_dropout")
-
-
 def identity(cfg: DictConfig) -> dict:
-    """The resolved config values that decide the result, as plain data."""
+    """The resolved config values that decide the result, as plain data, and the Keras backend."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    ident = {k: resolved.get(k) for k in IDENTITY_KEYS}
-    model = ident.get("model") or {}
-    # Options at their "off" value are left out: runs from before an option have none of its keys.
-    off = set(NGRAM_BRANCH_KEYS) if model.get("ngram_branch", "none") == "none" else set()
-    if not model.get("local_conv"):
-        off.add("local_conv")
-    ident["model"] = {k: v for k, v in model.items() if k not in off}
-    trainer = ident.get("trainer") or {}
-    if trainer.get("ngram_lr") is None:
-        ident["trainer"] = {k: v for k, v in trainer.items() if k != "ngram_lr"}
-    pretrain = resolved.get(PRETRAIN_KEY) or {}
-    if "from_run" in pretrain:
-        # Identities keep the names and keys from before the typed schema, so older runs still resume.
-        pretrain = {("from" if k == "from_run" else k): v for k, v in pretrain.items()}
-        pretrain = {k: v for k, v in pretrain.items() if v is not None or k not in ELECTRA_KEYS}
-    if pretrain.get("objective", "none") != "none" or pretrain.get("from"):
-        # What the probes are does not change the model.
-        ident[PRETRAIN_KEY] = {k: v for k, v in pretrain.items() if k != "probe_texts"}
+    ident = {k: resolved[k] for k in IDENTITY_KEYS}
+    ident["pretrain"] = {k: v for k, v in ident["pretrain"].items() if k != "probe_texts"}  # not the model
+    ident["backend"] = os.environ.get("KERAS_BACKEND", "tensorflow")  # Keras's own default
     return ident
 
 
@@ -141,7 +124,13 @@ class RunRecord:
         self.results.update(results)
         write_json_atomic(
             self.path / IDENTITY_FILE,
-            {"fingerprint": self.fingerprint, "stage": self.stage, "results": self.results, "config": self.config},
+            {
+                "format": RUN_FORMAT,
+                "fingerprint": self.fingerprint,
+                "stage": self.stage,
+                "results": self.results,
+                "config": self.config,
+            },
         )
 
     def close(self) -> None:
@@ -212,11 +201,21 @@ def _read_identity(path: Path) -> dict | None:
         stored = json.loads(file.read_text())
         if not isinstance(stored, dict) or "fingerprint" not in stored:
             raise ValueError("no fingerprint")
-        return stored
     except (ValueError, OSError) as err:
         raise RunDirRefused(
             f"{file} is unreadable ({err}); use a new hydra.run.dir, or add overwrite=true to replace the run"
         ) from None
+    if stored.get("format") != RUN_FORMAT:
+        raise RunDirRefused(other_format(path, stored.get("format")) + ", or add overwrite=true to replace it")
+    return stored
+
+
+def other_format(path: Path, found) -> str:
+    return (
+        f"{path} holds a run of format {found if found is not None else '0 (no format recorded)'}, written by "
+        f"another version of mha-project; this version reads run format {RUN_FORMAT}: train it again in a new "
+        "hydra.run.dir, or use the release that wrote it"
+    )
 
 
 def _has_trained_files(path: Path) -> bool:
@@ -258,9 +257,33 @@ def _show(v) -> str:
     return "null" if v is None else str(v)
 
 
-def check_run_dir(path) -> Path:
-    """Raise a one-line UserError unless ``path`` is a finished run directory."""
+# outputs/runs/latest (and outputs/debug/latest): a small file naming the last run that finished beside it.
+# A file, not a symbolic link: TensorBoard and other tools that walk outputs/ would follow a link and show
+# that run twice. Every tool that takes a run directory takes this file too.
+LATEST = "latest"
+LATEST_MARK = "# mha-project: the last run that finished in this folder"
+
+
+def latest_text(run_dir: Path) -> str:
+    return f"{run_dir.name}\n{LATEST_MARK}\n"
+
+
+def latest_target(path: Path) -> Path | None:
+    """The run a ``latest`` file written by the project names, or None when ``path`` is no such file."""
+    if path.name != LATEST or path.is_symlink() or not path.is_file() or path.stat().st_size > 4096:
+        return None
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    if len(lines) != 2 or lines[1] != LATEST_MARK or "/" in lines[0] or lines[0] in ("", ".", ".."):
+        return None
+    return path.parent / lines[0]
+
+
+def check_run_dir(path, needs_attention: bool = False) -> Path:
+    """The finished run directory ``path`` names (a ``latest`` file: the run it names); raise a one-line
+    UserError unless it is one. ``needs_attention``: also unless its model has attention layers, read from
+    its config, so the tools that inspect attention answer before TensorFlow loads."""
     path = Path(path)
+    path = latest_target(path) or path
     if not path.is_dir():
         raise UserError(
             f"run dir {path} does not exist or is not a directory "
@@ -282,4 +305,29 @@ def check_run_dir(path) -> Path:
             f"{path} is a run that never finished (missing {', '.join(missing)}); "
             f"resume it with: python scripts/train.py hydra.run.dir={path} <same overrides>"
         )
+    try:
+        found = json.loads((path / IDENTITY_FILE).read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        found = None
+    if found != RUN_FORMAT:
+        raise UserError(other_format(path, found))
+    if needs_attention:
+        try:
+            cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
+        except Exception:  # noqa: BLE001 - a damaged config is reported by the loader, with what to do
+            return path
+        if not has_attention(cfg):
+            raise no_attention(path, "bigram_alone")
     return path
+
+
+def has_attention(cfg) -> bool:
+    """Whether a run of this config has attention layers (a bag of n-grams alone has none)."""
+    return OmegaConf.select(cfg, "model.ngram_branch") != "bigram_alone"
+
+
+def no_attention(path, branch) -> UserError:
+    return UserError(
+        f"{path} was trained with model.ngram_branch={branch}: its model is a bag of n-grams without attention "
+        "layers, so there is no attention to inspect; use a run with an encoder"
+    )

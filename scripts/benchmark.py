@@ -30,7 +30,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from mha_project.cli import fail
+from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.config import register_configs, validate_config
 from mha_project.errors import UserError
 
@@ -95,6 +95,7 @@ def main() -> None:
             variants = {v: compose(config_name="train", overrides=[*args.overrides, *v.split()]) for v in args.variant}
         for checked in (cfg, *variants.values()):
             validate_config(checked)
+        import_tensorflow_quietly()
         from benchmarks.race import run_time_to_accuracy
         from benchmarks.throughput import run_benchmark, run_memory_probe
 

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from mha_project.cli import fail
+from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 
@@ -18,6 +18,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
+        import_tensorflow_quietly()
         from mha_project.analysis.evaluate import evaluate_run
 
         result = evaluate_run(args.run_dir)

@@ -8,7 +8,7 @@ Prints, for each [MASK], the top-k words with their probabilities.
 
 import argparse
 
-from mha_project.cli import fail
+from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 
 
@@ -21,6 +21,7 @@ def main() -> None:
     if args.top_k < 1:
         fail(f"--top-k={args.top_k} is invalid: must be an integer >= 1")
     try:
+        import_tensorflow_quietly()
         from mha_project.analysis.fill_mask import fill_mask_in_run
 
         filled = fill_mask_in_run(args.run_dir, args.text, top_k=args.top_k)

@@ -8,7 +8,7 @@ TensorBoard log. Method: Michel, Levy & Neubig, "Are Sixteen Heads Really Better
 
 import argparse
 
-from mha_project.cli import fail
+from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 
@@ -19,7 +19,8 @@ def main() -> None:
     parser.add_argument("--out", help="folder for the table and picture (default RUN_DIR/head_importance)")
     args = parser.parse_args()
     try:
-        check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
+        check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
+        import_tensorflow_quietly()
         from mha_project.analysis.head_importance import run_head_importance
 
         result = run_head_importance(args.run_dir, args.out)

@@ -14,7 +14,7 @@ With --json, prints one JSON object {"heads": [{"layer", "head", "normalized_ent
 import argparse
 import json
 
-from mha_project.cli import fail
+from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 
@@ -33,7 +33,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     try:
-        check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
+        check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
+        import_tensorflow_quietly()
         from mha_project.analysis.head_patterns import format_table, run_head_patterns
 
         result = run_head_patterns(args.run_dir, args.texts, args.out, pretrained=args.pretrained)

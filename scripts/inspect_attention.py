@@ -11,7 +11,7 @@ PNG grid (layers x heads) and the same images into the run's TensorBoard log (te
 
 import argparse
 
-from mha_project.cli import fail
+from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 
@@ -27,7 +27,8 @@ def main() -> None:
     parser.add_argument("--scale", default="shared", help="shared (default): one colour scale; per_head: one each")
     args = parser.parse_args()
     try:
-        check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
+        check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
+        import_tensorflow_quietly()
         from mha_project.analysis.inspection import inspect_text
 
         result = inspect_text(

@@ -6,13 +6,15 @@ Two fixes against the seed text: the argument is ``key_dim`` (not ``key_dims``),
 ``return_attention_scores=True`` is an argument of the *call*, not of the constructor.
 """
 
-import mha_project  # noqa: F401  (first: it keeps TensorFlow's start-up lines out of the terminal)
+from mha_project.cli import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # before Keras, which imports TensorFlow
 
 # isort: split
-import keras
-import numpy as np
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
 
-from mha_project.analysis.attention import reference_mha
+from mha_project.analysis.attention import reference_mha  # noqa: E402
 
 
 def run_seed_example(seed: int = 0):

@@ -19,7 +19,8 @@ from mha_project.cli import finish_all
 
 WORKER = """
 import json, os, sys
-import mha_project  # quiet start-up
+from mha_project.cli import import_tensorflow_quietly
+import_tensorflow_quietly()
 import numpy as np
 import tensorflow as tf
 import keras

@@ -6,7 +6,7 @@ python scripts/sweep_report.py outputs/multirun/<time>
 import argparse
 from pathlib import Path
 
-from mha_project.cli import fail
+from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 
 
@@ -17,6 +17,7 @@ def main() -> None:
     if not Path(args.sweep_dir).is_dir():  # answered at once, before matplotlib loads
         fail(f"sweep dir {args.sweep_dir} does not exist or is not a directory")
     try:
+        import_tensorflow_quietly()
         from mha_project.analysis.report import write_report
 
         result = write_report(args.sweep_dir)

@@ -65,22 +65,28 @@ def small_model_config(**changes):
     return OmegaConf.create({**_tiny_model_section(), **changes})
 
 
-# The analysis scripts, run by run_script inside the test process: each is argparse, a library call and
-# one-line errors (SystemExit), nothing that needs a process of its own, and a fresh Python + TensorFlow
-# start-up per call is most of the suite's time. train.py (Hydra's global state), the benchmarks and any
-# call with its own environment stay subprocesses; so do the tests that check a start-up as such.
+# Scripts whose own command line the tests drive in process, through the same ``main`` a user runs: the
+# analysis tools (argparse, a library call, one-line errors) and ``train.py`` (Hydra's ``@hydra.main``:
+# it composes, runs the callbacks and ``train(cfg)``, then clears Hydra's global state). A fresh Python +
+# TensorFlow start-up per call was most of the suite's time. The benchmarks and the checks of several
+# processes stay subprocesses; so does any call with its own environment, and every test that asks for
+# ``fresh_process=True`` says why in one line.
 IN_PROCESS_SCRIPTS = {
+    "train.py",
     "evaluate.py",
     "inspect_attention.py",
     "fill_mask.py",
     "head_patterns.py",
     "head_importance.py",
     "sweep_report.py",
+    "time_to_accuracy.py",
 }
 
 
-def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subprocess.CompletedProcess:
-    if script in IN_PROCESS_SCRIPTS and env is None:
+def run_script(
+    script: str, *args: str, timeout: int = 300, env=None, fresh_process: bool = False
+) -> subprocess.CompletedProcess:
+    if script in IN_PROCESS_SCRIPTS and env is None and not fresh_process:
         return _run_script_in_process(script, *args)
     full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.run(
@@ -95,15 +101,25 @@ def run_script(script: str, *args: str, timeout: int = 300, env=None) -> subproc
 
 def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProcess:
     """``python scripts/SCRIPT ARGS`` as ``runpy`` runs it: the exit status, stdout and stderr (an uncaught
-    exception's traceback included, as the interpreter prints it)."""
-    import contextlib
+    exception's traceback included, as the interpreter prints it). The root logger's handlers are put back
+    afterwards: Hydra points them at this call's output and the run's ``train.log``, which nothing else may
+    write into."""
     import io
+    import logging
     import runpy
     import traceback
 
+    import keras
+    from absl import logging as absl_logging
+
+    # Hydra's logging set-up closes every handler's stream that is not the current sys.stderr / sys.stdout:
+    # absl's handler would take pytest's stderr with it while the output is redirected here.
+    absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
     path = ROOT / "scripts" / script
     out, err = io.StringIO(), io.StringIO()
     saved_argv, saved_cwd, code = sys.argv[:], os.getcwd(), 0
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
     sys.argv[:] = [str(path), *args]
     os.chdir(ROOT)
     try:
@@ -122,6 +138,15 @@ def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProce
     finally:
         sys.argv[:] = saved_argv
         os.chdir(saved_cwd)
+        for handler in root.handlers[:]:
+            if handler not in saved_handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in saved_handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(saved_level)
+        keras.mixed_precision.set_global_policy("float32")  # a new process's policy, for what runs next
     return subprocess.CompletedProcess([sys.executable, str(path), *args], code, out.getvalue(), err.getvalue())
 
 
@@ -144,15 +169,18 @@ def kill_when(cmd: list, ready, env: dict, timeout: float = 240) -> None:
             proc.kill()
 
 
-def train_tiny(run_dir: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return run_script("train.py", *TINY, f"hydra.run.dir={run_dir}", *overrides, timeout=timeout)
+def train_tiny(run_dir: Path, *overrides: str, timeout: int = 300, fresh_process=False) -> subprocess.CompletedProcess:
+    return run_script(
+        "train.py", *TINY, f"hydra.run.dir={run_dir}", *overrides, timeout=timeout, fresh_process=fresh_process
+    )
 
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """One finished tiny training run made by the real CLI, shared by the tests that read a run."""
     run_dir = tmp_path_factory.mktemp("tiny_run") / "run"
-    result = train_tiny(run_dir)
+    # A fresh process: the one `python scripts/train.py` smoke run, whose start-up must be quiet.
+    result = train_tiny(run_dir, fresh_process=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (run_dir.parent / "stdout.txt").write_text(result.stdout)
     (run_dir.parent / "stderr.txt").write_text(result.stderr)

@@ -5,7 +5,7 @@ from omegaconf import OmegaConf
 
 from conftest import write_folder_dataset
 from mha_project.data import sources as data_module
-from mha_project.data.pipeline import bucket_boundaries, encode, make_pipeline, truncate_token_ids, truncation_of
+from mha_project.data.pipeline import bucket_boundaries, encode, make_pipeline, truncate_token_ids
 from mha_project.data.sources import load_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.errors import ConfigError
@@ -204,11 +204,6 @@ def test_pipeline_and_encode_truncate_alike():
         assert [list(r) for r in rows] == [_kept(r, 8, truncation) for r in full]
     vocab = vec.get_vocabulary()
     assert [vocab[i] for i in encode(texts[2:], vec, 4, "tail")[0]] == ["w26", "w27", "w28", "w29"]
-
-
-def test_runs_from_before_data_truncation_read_as_head():
-    assert truncation_of(OmegaConf.create({"seq_len": 8})) == "head"
-    assert truncation_of(OmegaConf.create({"seq_len": 8, "truncation": "tail"})) == "tail"
 
 
 def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_only_class(tmp_path, capsys):

@@ -21,6 +21,11 @@ BAD_OVERRIDES = [
     ("trainer.distribution=multi_worker", "keras-team/keras#20585"),
     ("+foo=1", "foo is not a setting of this project"),
     ("+model.bar=2", "model.bar is not a setting"),
+    # A typo is answered with the setting meant, never with Hydra's advice to add it with '+'.
+    ("head=8", "head is not a setting of this project; did you mean heads?"),
+    ("+head=8", "head is not a setting of this project; did you mean heads?"),
+    ("model.num_head=8", "did you mean model.num_heads?"),
+    ("pretrain.from=outputs/runs/x", "pretrain.from is not a setting of this project; did you mean pretrain.from_run"),
     ("debug=default", "tiny"),  # Hydra lists the debug configs there are
     ("seed=-1", "seed=-1 is invalid"),
     ("seed=5000000000", "seed=5000000000 is invalid"),
@@ -50,20 +55,11 @@ def test_bad_overrides(tmp_path, override, needle):
     assert_clean_failure(result, needle)
     # One line and exit 2, Hydra's own composition errors (heads=abc, data=nope) included.
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
-    assert result.stderr.startswith("error: ")
+    assert result.stderr.startswith("error: ") and "+head" not in result.stderr
     assert not run_dir.exists()  # validated before Hydra creates the run directory
     if override.startswith(("heads=0", "lr=", "dropout=")):
         error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(error_lines) == 1 and "must be" in error_lines[0]
-
-
-def test_the_old_name_pretrain_from_still_works_and_says_the_new_one(tmp_path):
-    missing = tmp_path / "no_such_run"
-    result = run_script("train.py", f"pretrain.from={missing}", f"hydra.run.dir={tmp_path / 'run'}")
-    note, error = result.stderr.strip().splitlines()
-    assert note == "note: pretrain.from is now called pretrain.from_run; pretrain.from still works for now"
-    assert error == f"error: pretrain.from_run={missing} does not exist or is not a directory"
-    assert result.returncode == 2
 
 
 def folder_cases(tmp_path: Path):
@@ -281,6 +277,14 @@ def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_b
         env.setenv("KERAS_BACKEND", "jax")
         validate_config(cfg)  # one process: this machine's devices
         env.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
+        with pytest.raises(ConfigError, match="NUM_PROCESSES=2 needs KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT"):
+            validate_config(cfg)
+        env.setenv("KERAS_DISTRIBUTION_JOB_ADDRESSES", "127.0.0.1:7777")
+        for process_id in ("", "5", "2", "-1", "one"):
+            env.setenv("KERAS_DISTRIBUTION_PROCESS_ID", process_id)
+            with pytest.raises(ConfigError, match=f"PROCESS_ID={process_id} is invalid with .*=2: must be one of 0..1"):
+                validate_config(cfg)
+        env.setenv("KERAS_DISTRIBUTION_PROCESS_ID", "1")
         with pytest.raises(ConfigError, match="data.bucketing=true is invalid with 2 processes"):
             validate_config(cfg)
         with pytest.raises(ConfigError, match="batch_size=33 is invalid with 2 processes"):
@@ -289,3 +293,51 @@ def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_b
         env.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "two")
         with pytest.raises(ConfigError, match="KERAS_DISTRIBUTION_NUM_PROCESSES=two is invalid: must be an integer"):
             validate_config(cfg)
+
+
+@pytest.mark.parametrize(
+    "backend,needle",
+    [
+        ("nonsense", "KERAS_BACKEND=nonsense is invalid: this project trains on KERAS_BACKEND=tensorflow"),
+        ("torch", "KERAS_BACKEND=torch is invalid"),
+    ],
+)
+def test_a_backend_that_cannot_train_is_one_line_before_anything_loads(tmp_path, backend, needle):
+    # A fresh process: KERAS_BACKEND is read when Keras is first imported.
+    result = run_script("train.py", f"hydra.run.dir={tmp_path / 'run'}", env={"KERAS_BACKEND": backend})
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [f"error: {result.stderr.strip()[7:]}"]
+    assert needle in result.stderr and not (tmp_path / "run").exists()
+
+
+def test_a_missing_backend_names_the_extra_that_brings_it(monkeypatch):
+    from mha_project.config import validate_config
+    from mha_project.errors import ConfigError
+
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "jax" else object())
+    with pytest.raises(ConfigError, match=r'KERAS_BACKEND=jax is not installed here: pip install -e "\.\[jax\]"'):
+        validate_config(compose_cfg())
+
+
+def test_an_ngram_table_larger_than_memory_is_refused_up_front():
+    from mha_project.config import validate_config
+    from mha_project.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model.ngram_buckets=1099511627776 is invalid here: its table"):
+        validate_config(compose_cfg("model.ngram_branch=bigram", "model.ngram_buckets=1099511627776"))
+    validate_config(compose_cfg("model.ngram_branch=bigram"))  # the default table fits
+
+
+def test_a_run_or_sweep_dir_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "a_file").write_text("mine")
+    for key, place, why in (
+        ("hydra.run.dir", "/proc/x", "No such file or directory"),
+        ("hydra.run.dir", "/sys/kernel/x", "Operation not permitted"),
+        ("hydra.run.dir", f"{tmp_path / 'a_file'}/run", "Not a directory"),
+        ("hydra.sweep.dir", "/proc/x", "No such file or directory"),
+    ):
+        multirun = ["-m", "heads=1,2"] if key == "hydra.sweep.dir" else []
+        result = run_script("train.py", *multirun, *TINY, f"{key}={place}")
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+        assert result.stderr.startswith(f"error: {key}={place} cannot be used: {why}"), result.stderr
+    assert (tmp_path / "a_file").read_text() == "mine"

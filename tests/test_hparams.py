@@ -86,10 +86,11 @@ def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(s
 
     infos = experiment["hparamInfos"]
     assert all(i["type"] != "DATA_TYPE_UNSET" for i in infos)
-    # TensorBoard's table shows the first five columns by default, after sorting differing ones first.
-    assert infos[0]["name"] == "heads" and infos[0]["differs"] is True
-    assert sorted(infos[0]["domainDiscrete"]) == [0.0, 1.0, 2.0]
-    assert [i["name"] for i in infos if i["differs"]] == ["heads"]
+    # TensorBoard's table shows the first five columns by default, after sorting differing ones first: the
+    # swept key (heads) and the two others the project is about.
+    assert [i["name"] for i in infos[:3]] == ["dropout", "heads", "key_dim"] and infos[1]["differs"] is True
+    assert sorted(infos[1]["domainDiscrete"]) == [0.0, 1.0, 2.0]
+    assert [i["name"] for i in infos if i["differs"]] == ["dropout", "heads", "key_dim"]
     assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"hparams/test_accuracy", "epoch_accuracy"}
 
     status = {Path(g["name"]).name: g["sessions"][0]["status"] for g in groups}
@@ -118,6 +119,8 @@ def test_a_single_runs_table_has_the_declared_metrics_only_and_a_failed_run_says
             (group,) = _session_groups(post, 1)
         metrics = [m["name"]["tag"] for m in experiment["metricInfos"]]
         assert metrics == [f"hparams/{m}" for m in FINAL_METRICS] + ["epoch_accuracy"]
+        # Issue case: a single run's columns opened on batch_size, dataset, ...; heads, key_dim, dropout first.
+        assert [i["name"] for i in experiment["hparamInfos"][:3]] == ["dropout", "heads", "key_dim"]
         assert group["sessions"][0]["status"] == status
         assert group["hparams"]["heads"] == 2.0
 
@@ -135,3 +138,13 @@ def test_attention_and_keras_epoch_scalars_share_their_steps(tiny_run):
     assert epochs == list(range(len(epochs))) and epochs
     assert [e.step for e in runs.Tensors("attention", image)] == epochs
     assert [e.step for e in runs.Tensors("attention", entropy)] == epochs
+
+
+def test_a_trial_is_named_by_its_path_from_where_training_started(tmp_path, monkeypatch):
+    from mha_project.training.hparams import trial_name
+
+    monkeypatch.chdir(tmp_path)
+    assert trial_name(tmp_path / "outputs" / "runs" / "2026-12-01_10-00-00") == "outputs/runs/2026-12-01_10-00-00"
+    assert trial_name(Path("outputs/multirun/x/3")) == "outputs/multirun/x/3"
+    elsewhere = tmp_path.parent / "elsewhere"
+    assert trial_name(elsewhere) == str(elsewhere.resolve())  # outside: still unique

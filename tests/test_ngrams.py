@@ -2,6 +2,8 @@
 in-process from composed configs, and its run exports a SavedModel that answers raw strings as model.keras
 does (those two marked slow)."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import keras
@@ -9,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import compose_cfg
+from conftest import ROOT, compose_cfg, run_script
 from mha_project.analysis.runs import load_run
 from mha_project.errors import UserError
 from mha_project.model.classifier import build_classifier
@@ -64,7 +66,23 @@ def test_the_wide_and_deep_run_exports_what_model_keras_answers(tmp_path: Path):
 @pytest.mark.slow
 def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: Path):
     run_dir = tmp_path / "run"
-    train(compose_cfg("debug=tiny", "model.ngram_branch=bigram_alone", "model.ngram_buckets=1024"), run_dir)
+    result = run_script("train.py", "debug=tiny", "model.ngram_branch=bigram_alone", "model.ngram_buckets=1024",
+                        f"hydra.run.dir={run_dir}")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = result.stdout.split("next:")[1]
+    assert "evaluate.py" in steps and "inspect_attention.py" not in steps and "head_patterns.py" not in steps
+    for script in ("inspect_attention.py", "head_patterns.py", "head_importance.py"):
+        extra = ["great tea"] if script == "inspect_attention.py" else []
+        # A fresh process: the refusal must come from the run's config, before TensorFlow is imported.
+        probe = (
+            "import runpy, sys\n"
+            f"sys.argv = [{script!r}, {str(run_dir)!r}, *{extra!r}]\n"
+            f"try:\n    runpy.run_path('scripts/{script}', run_name='__main__')\n"
+            "finally:\n    print('tensorflow imported:', 'tensorflow' in sys.modules)\n"
+        )
+        refused = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and "its model is a bag of n-grams without attention" in refused.stderr
+        assert "Traceback" not in refused.stderr and "tensorflow imported: False" in refused.stdout
     served, kept, run = served_and_kept(run_dir)
     np.testing.assert_allclose(served, kept, atol=1e-5)
     assert not any(isinstance(layer, keras.layers.MultiHeadAttention) for layer in run.model._flatten_layers())

@@ -79,9 +79,9 @@ def test_benchmark_bad_variant_is_one_line():
 
 
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
-    result = train_tiny(
-        tmp_path / "run", "trainer.distribution=mirrored", "trainer.cpu_devices=2", "logger.attention.every_n_epochs=0"
-    )
+    # A fresh process: logical CPU devices can only be made before TensorFlow initialises its devices.
+    overrides = ["trainer.distribution=mirrored", "trainer.cpu_devices=2", "logger.attention.every_n_epochs=0"]
+    result = train_tiny(tmp_path / "run", *overrides, fresh_process=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "distribution: mirrored · replicas 2 · global batch 32" in result.stdout
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

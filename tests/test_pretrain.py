@@ -387,13 +387,14 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
 
 
 @pytest.mark.slow
-def test_import_mha_project_is_enough_to_load_the_stage_model(pretrained_run):
+def test_registering_the_projects_classes_is_enough_to_load_the_stage_model(pretrained_run):
     """As for the classifier (README "What a run leaves behind"): a fresh interpreter, nothing but
-    ``import mha_project``; the stage's model.keras holds a subclassed model on its backbone, and no optimizer
-    (resuming reads backup/)."""
+    ``mha_project.register_keras_objects()``; the stage's model.keras holds a subclassed model on its
+    backbone, and no optimizer (resuming reads backup/)."""
     run_dir, _, _ = pretrained_run
     probe = (
-        "import mha_project, keras\n"
+        "import keras, mha_project\n"
+        "mha_project.register_keras_objects()\n"
         f"model = keras.saving.load_model({str(run_dir / 'pretrain' / 'model.keras')!r}, safe_mode=True)\n"
         "print(type(model).__name__, type(model.backbone).__name__, getattr(model, 'optimizer', None))\n"
     )

@@ -73,8 +73,10 @@ def test_sigkill_after_first_epoch_then_resume(tmp_path):
 @pytest.mark.slow
 def test_same_seed_deterministic_runs_give_identical_numbers(tmp_path):
     results = []
-    for name in ("a", "b"):
-        result = train_tiny(tmp_path / name, "seed=7", "deterministic=true", "logger.tensorboard=false")
+    for name in ("a", "b"):  # fresh processes: TensorFlow's op determinism, once on, stays on in a process
+        result = train_tiny(
+            tmp_path / name, "seed=7", "deterministic=true", "logger.tensorboard=false", fresh_process=True
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         results.append(json.loads((tmp_path / name / "metrics.json").read_text()))
     for key in ("test_accuracy", "test_loss", "best_val_accuracy"):

@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,6 +38,7 @@ def cfg(**changes):
         "data": {"name": "fine_foods", "vocab_size": 400},
         "model": {"num_heads": 2, "dropout": 0.1},
         "trainer": {"lr": 0.002},
+        "pretrain": {"objective": "none", "probe_texts": []},
         "seed": 1,
         "deterministic": False,
         "logger": {"tensorboard": True},
@@ -268,7 +270,6 @@ def test_a_run_that_never_trained_can_be_replaced_without_overwrite(tmp_path):
 )
 def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_dir(tmp_path, overrides, needle):
     # In-process: train() raises the one-line ConfigError (the CLI prints it, see the test below).
-    from conftest import compose_cfg
     from mha_project.errors import ConfigError
     from mha_project.training.train import train
 
@@ -285,7 +286,7 @@ def test_a_value_checked_after_the_strategy_is_made_fails_in_one_line_and_leaves
     # Through the CLI: logical CPU devices can only be set up before TensorFlow initialises its devices.
     run_dir = tmp_path / "run"
     overrides = ["batch_size=1", "trainer.distribution=mirrored", "trainer.cpu_devices=2"]
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", *overrides)
+    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", *overrides, fresh_process=True)
     assert result.returncode == 2 and "batch_size=1 is invalid with 2" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
@@ -303,41 +304,85 @@ def test_overwrite_replaces_a_damaged_run_json_as_the_refusal_says(tmp_path):
     assert json.loads((tmp_path / "run.json").read_text())["stage"] == "started"
 
 
-@pytest.mark.parametrize("objective", ["mlm", "electra"])
-def test_a_pretraining_run_saved_before_the_typed_schema_keeps_its_fingerprint(objective):
-    # Until the pretrain group was typed it spelled `from` (not from_run) and had ELECTRA's keys only with
-    # pretrain=electra: such a run must still resume, so its identity is unchanged.
-    from omegaconf import OmegaConf
+def test_a_run_of_another_format_is_refused_in_one_line_by_training_and_by_the_tools(tmp_path):
+    from mha_project.run_dir import RUN_FORMAT, check_run_dir
 
-    from mha_project.run_dir import fingerprint, identity
+    record = open_run_dir(tmp_path, cfg())
+    record.finish_stage("finished")
+    record.close()
+    assert json.loads((tmp_path / "run.json").read_text())["format"] == RUN_FORMAT
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    for name in ("metrics.json", "model.keras", "vocab.txt"):
+        (tmp_path / name).write_text("{}")
+    check_run_dir(tmp_path)
+    for found, shown in ((None, "0 (no format recorded)"), (RUN_FORMAT + 1, str(RUN_FORMAT + 1))):
+        stored = json.loads((tmp_path / "run.json").read_text())
+        stored.pop("format", None)
+        (tmp_path / "run.json").write_text(json.dumps(stored if found is None else {**stored, "format": found}))
+        needle = f"holds a run of format {shown}, written by another version of mha-project; this version reads"
+        with pytest.raises(UserError, match=re.escape(needle)) as refused:
+            open_run_dir(tmp_path, cfg())
+        assert "add overwrite=true" in str(refused.value) and "\n" not in str(refused.value)
+        with pytest.raises(UserError, match=re.escape(needle) + ".*use the release that wrote it"):
+            check_run_dir(tmp_path)
+    open_run_dir(tmp_path, cfg(), overwrite=True).close()  # overwrite=true replaces it, as the line says
+    assert json.loads((tmp_path / "run.json").read_text())["format"] == RUN_FORMAT
 
-    cfg = compose_cfg(f"pretrain={objective}")
-    old = OmegaConf.to_container(cfg)
-    old["pretrain"] = {("from" if k == "from_run" else k): v for k, v in old["pretrain"].items()}
-    if objective != "electra":
-        del old["pretrain"]["generator_size"], old["pretrain"]["discriminator_weight"]
-    assert "from" in identity(OmegaConf.create(old))["pretrain"]
-    assert fingerprint(identity(OmegaConf.create(old))) == fingerprint(identity(cfg))
+
+def test_the_identity_holds_the_backend(monkeypatch):
+    from mha_project.run_dir import differences, identity
+
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    on_tensorflow = identity(cfg())
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert differences(on_tensorflow, identity(cfg())) == ["backend: tensorflow -> jax"]
 
 
-def test_outputs_runs_latest_points_at_the_last_finished_run_and_never_replaces_a_users_folder(tmp_path):
+def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_users_file(tmp_path):
+    from mha_project.run_dir import RUN_FORMAT, check_run_dir
     from mha_project.training.train import point_latest_at
 
-    runs = tmp_path / "outputs" / "runs"
-    for name in ("2026-12-01_10-00-00", "2026-12-01_11-00-00"):
-        (runs / name).mkdir(parents=True)
-        point_latest_at(runs / name)
-        assert (runs / "latest").resolve() == (runs / name).resolve()
-    assert os.readlink(runs / "latest") == "2026-12-01_11-00-00"  # relative: the outputs folder can move
-    assert sorted(p.name for p in runs.iterdir()) == ["2026-12-01_10-00-00", "2026-12-01_11-00-00", "latest"]
+    for folder in ("runs", "debug"):  # debug=... runs land in outputs/debug/ and get their own latest
+        runs = tmp_path / "outputs" / folder
+        for name in ("2026-12-01_10-00-00", "2026-12-01_11-00-00"):
+            (runs / name / ".hydra").mkdir(parents=True)
+            point_latest_at(runs / name)
+            assert (runs / "latest").is_file() and not (runs / "latest").is_symlink()  # TensorBoard walks no link
+            assert (runs / "latest").read_text().splitlines()[0] == name  # a name: the outputs folder can move
+        assert sorted(p.name for p in runs.iterdir()) == ["2026-12-01_10-00-00", "2026-12-01_11-00-00", "latest"]
+    # Every tool takes the file where it takes a run dir, and names the run it resolved to.
+    finished = tmp_path / "outputs" / "runs" / "2026-12-01_11-00-00"
+    (finished / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    for name in ("metrics.json", "model.keras", "vocab.txt"):
+        (finished / name).write_text("{}")
+    (finished / "run.json").write_text(json.dumps({"format": RUN_FORMAT}))
+    assert check_run_dir(tmp_path / "outputs" / "runs" / "latest") == finished
 
     elsewhere = tmp_path / "mine" / "run"
     elsewhere.mkdir(parents=True)
     point_latest_at(elsewhere)
-    assert not (elsewhere.parent / "latest").exists()  # only outputs/runs/ gets the link
+    assert not (elsewhere.parent / "latest").exists()  # only outputs/runs/ and outputs/debug/ get one
 
-    (runs / "latest").unlink()
-    (runs / "latest").mkdir()
-    (runs / "latest" / "notes.txt").write_text("mine")
-    point_latest_at(runs / "2026-12-01_10-00-00")
-    assert (runs / "latest" / "notes.txt").read_text() == "mine" and not (runs / "latest").is_symlink()
+    runs = tmp_path / "outputs" / "runs"
+    for users in ("dir", "file", "link"):
+        latest = runs / "latest"
+        if latest.is_dir() and not latest.is_symlink():
+            shutil.rmtree(latest)
+        else:
+            latest.unlink()
+        if users == "dir":
+            latest.mkdir()
+            (latest / "notes.txt").write_text("mine")
+        elif users == "file":
+            latest.write_text("2026-12-01_10-00-00\n")  # one line, but not the project's file
+        else:
+            latest.symlink_to("2026-12-01_10-00-00")
+        before = latest.read_text() if users == "file" else None
+        point_latest_at(runs / "2026-12-01_10-00-00")
+        if users == "dir":
+            assert (latest / "notes.txt").read_text() == "mine"
+        elif users == "file":
+            assert latest.read_text() == before
+        else:
+            assert latest.is_symlink()

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from conftest import small_model_config
 from mha_project.data.pipeline import pipeline_from_token_ids
 from mha_project.model.classifier import build_classifier
 from mha_project.training.fitting import compile_classifier, warmup_cosine
@@ -38,10 +39,7 @@ def test_warmup_cosine_round_trips_through_keras_serialization():
 def test_the_train_step_is_traced_once_across_fits_and_shapes():
     """Keras creates the optimizer's and metrics' variables inside the first traced step unless they
     exist already, and tf.function then traces the whole step a second time (seconds on a CPU)."""
-    model_cfg = OmegaConf.create(
-        dict(max_len=32, embed_dim=8, num_layers=1, num_heads=2, key_dim=4, value_dim=None, ff_dim=16, dropout=0.1)
-        | dict(activation="gelu", use_bias=True, norm_first=False)
-    )
+    model_cfg = small_model_config(max_len=32, embed_dim=8, num_heads=2, key_dim=4, ff_dim=16, dropout=0.1)
     trainer_cfg = OmegaConf.create(
         dict(lr=1e-3, warmup_fraction=0.1, weight_decay=0.01, jit_compile=False, steps_per_execution=1)
     )

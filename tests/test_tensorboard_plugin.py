@@ -2,6 +2,7 @@
 
 import json
 import re
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -38,20 +39,50 @@ def _get(url: str, route: str, ready=bool):
     return poll(lambda: json.loads(urllib.request.urlopen(f"{url}/{route}", timeout=10).read()), ready, 60)
 
 
+def write_malformed_summary(logdir: Path) -> None:
+    """A head-view summary whose tag names no probe number, as something else might write it."""
+    import tensorflow as tf
+
+    from mha_project.tensorboard_plugin.summary import _metadata
+
+    with tf.summary.create_file_writer(str(logdir)).as_default():
+        tf.summary.write(
+            "head_view/probe_notanint/weights", tf.zeros((1, 1, 2, 2), "uint8"), step=0, metadata=_metadata({})
+        )
+
+
+def _status(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
 @pytest.mark.slow
-def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoch(long_probe_run, attention_sweep):
-    spec = f"long:{long_probe_run},sweep:{attention_sweep}"
+def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoch(
+    long_probe_run, attention_sweep, tmp_path
+):
+    write_malformed_summary(tmp_path / "malformed")
+    spec = f"long:{long_probe_run},sweep:{attention_sweep},bad:{tmp_path / 'malformed'}"
     with tensorboard_server("--logdir_spec", spec) as url:
         listing = _get(url, "data/plugins_listing", ready=lambda p: PLUGIN_NAME in p)
         runs = _get(url, f"data/plugin/{PLUGIN_NAME}/runs", ready=lambda r: len(r) == 3)
         long_run = next(r["run"] for r in runs if r["run"].startswith("long/"))
         data = _get(url, f"data/plugin/{PLUGIN_NAME}/data?run={long_run}&step=1")
+        # A bad step is a 400 naming it, never a server error.
+        bad_steps = {step: _status(f"{url}/data/plugin/{PLUGIN_NAME}/data?run={long_run}&step={step}")
+                     for step in ("abc", "1e3", "0x10", "nan", "", "-1")}  # fmt: skip
+        malformed = _status(f"{url}/data/plugin/{PLUGIN_NAME}/data?run=bad&step=0")
         script = urllib.request.urlopen(f"{url}/data/plugin/{PLUGIN_NAME}/index.js", timeout=10).read().decode()
         index = [r["run"] for r in runs].index(long_run)
         page = f"{url}/data/plugin_entry.html?name={PLUGIN_NAME}#selftest&run={index}"  # what the tab's frame loads
         dom = _chromium("--window-size=1400,1000", "--virtual-time-budget=20000", "--dump-dom", page).stdout
 
     assert listing[PLUGIN_NAME]["enabled"] and listing[PLUGIN_NAME]["tab_name"] == "Attention"
+    for step, (code, body) in bad_steps.items():
+        assert code == 400 and f"step={step!r} is invalid" in body, (step, code, body)
+    assert malformed == (200, "[]")  # the malformed run has nothing to show; the other runs are listed above
     labels = {r["run"]: r["label"] for r in runs}
     assert labels == {long_run: "seq_len=512 epochs=2", "sweep/0/tensorboard/attention": "heads=1",
                       "sweep/1/tensorboard/attention": "heads=2"}  # fmt: skip

@@ -3,6 +3,7 @@
 import json
 
 from conftest import run_script
+from mha_project.run_dir import RUN_FORMAT
 
 
 def fake_run(path, val_accuracies, seconds):
@@ -10,6 +11,7 @@ def fake_run(path, val_accuracies, seconds):
     (path / ".hydra" / "config.yaml").write_text("seed: 1\n")
     for name in ("model.keras", "vocab.txt"):
         (path / name).write_text("")
+    (path / "run.json").write_text(json.dumps({"format": RUN_FORMAT}))
     rows = ["epoch,accuracy,elapsed_seconds,loss,val_accuracy,val_loss"]
     rows += [f"{i},0.9,{s},0.3,{v},0.4" for i, (v, s) in enumerate(zip(val_accuracies, seconds))]
     (path / "history.csv").write_text("\n".join(rows) + "\n")

@@ -128,10 +128,11 @@ def test_evaluate_reproduces_recorded_test_metrics(tiny_run: Path):
 
 
 def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
-    last = (tiny_run.parent / "stdout.txt").read_text().strip().splitlines()[-2:]
+    last = (tiny_run.parent / "stdout.txt").read_text().strip().splitlines()[-3:]
     assert last[0].endswith(f"[mha_project.training.train][INFO] - run dir: {tiny_run}")  # logged, so in train.log too
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     assert f"[INFO] - test accuracy: {metrics['test_accuracy']:.4f}" in last[1]
+    assert last[2].endswith("tested epoch 1's weights (the best val accuracy); trained all 1 epochs")
     assert f"test accuracy: {metrics['test_accuracy']:.4f}" in (tiny_run / "train.log").read_text()
     stdout = (tiny_run.parent / "stdout.txt").read_text()
     for step in (f"python scripts/evaluate.py {tiny_run}", f"python scripts/inspect_attention.py {tiny_run} "):
@@ -140,10 +141,11 @@ def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
 
 
 def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
-    # `import mha_project` alone registers the custom layers (README "What a run directory holds"),
-    # in a fresh interpreter where nothing else has imported them.
+    # mha_project.register_keras_objects() is all Keras needs to load the model (README "What a run leaves
+    # behind"): a fresh interpreter, where nothing else has imported the project's layers.
     probe = (
-        "import mha_project, keras, sys\n"
+        "import keras, mha_project\n"
+        "mha_project.register_keras_objects()\n"
         f"model = keras.saving.load_model({str(tiny_run / 'model.keras')!r}, safe_mode=True)\n"
         "mha = model.backbone.get_layer('encoder_0').attention\n"
         "print(mha.num_heads, mha.key_dim, mha.value_dim, model.backbone.get_layer('embedding').embed_dim)\n"
@@ -161,6 +163,20 @@ def test_start_is_quiet_and_the_model_summary_is_kept(tiny_run: Path):
     assert "MultiHeadAttention(num_heads=2, key_dim=8, value_dim=8) on embed_dim 16" in summary
     assert "Total params" in summary and "EncoderBlock" in summary
     assert summary.splitlines()[0] in (tiny_run / "train.log").read_text()  # also shown at the start
+
+
+def test_the_last_lines_say_which_epoch_was_tested_and_why_training_stopped(tmp_path):
+    # lr=1e-9: validation accuracy never improves, so early stopping (patience 1) ends training after epoch 2.
+    run_dir = tmp_path / "run"
+    overrides = ["epochs=4", "lr=1e-9", "trainer.early_stopping_patience=1", "trainer.warmup_fraction=0"]
+    result = train_tiny(run_dir, *overrides, "logger.attention.every_n_epochs=0")
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert (metrics["stopped_early"], metrics["epochs_run"], metrics["best_epoch"]) == (True, 2, 1)
+    assert (
+        "tested epoch 1's weights (the best val accuracy); early stopping ended training after epoch 2 of 4: "
+        "val accuracy had not improved for trainer.early_stopping_patience epochs"
+    ) in result.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.slow
@@ -219,6 +235,11 @@ def test_a_run_turns_text_into_the_ids_model_keras_takes(tiny_run: Path):
     assert list(predicted.values()) == sorted(predicted.values(), reverse=True)
     probs = keras_predict(run.model, ids[:1])
     assert max(predicted.values()) == pytest.approx(float(probs.max()), abs=1e-6)
+    # One string is one text, not one per character; no texts give no answer, as the SavedModel does.
+    assert run.predict("great coffee") == [predicted] and run.token_ids("great coffee").shape[0] == 1
+    assert run.predict([]) == [] and run.token_ids([]).shape == (0, 0)
+    with pytest.raises(TypeError, match="texts must be strings; got int 3"):
+        run.predict(["fine", 3])
 
 
 def keras_predict(model, ids):

@@ -26,7 +26,7 @@ def evaluate_run(run_dir) -> dict:
 
 
 def data_changes(recorded: dict | None, now: dict) -> list[str]:
-    """One line per split whose texts differ from those the run recorded (runs from before the record: none)."""
+    """One line per split whose texts differ from those the run recorded."""
     changes = []
     for split, then in (recorded or {}).items():
         if now.get(split) != then:

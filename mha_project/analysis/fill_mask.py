@@ -70,8 +70,7 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
     if not (run_dir / ".hydra" / "config.yaml").is_file():
         raise UserError(f"{run_dir} is not a run directory: no .hydra/config.yaml")
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    pretrain = cfg.get("pretrain") or {}
-    source = pretrain.get("from_run", pretrain.get("from"))  # `from` in runs saved before the typed schema
+    source = cfg.pretrain.from_run
     if source and not (run_dir / STAGE_DIR / MODEL_FILE).is_file():
         raise UserError(
             f"{run_dir} did not pretrain: its encoder came from pretrain.from_run={source}; "

@@ -15,8 +15,7 @@ from mha_project.data.pipeline import encode, pad_batch, truncation_of
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
-from mha_project.model.compat import load_saved_before_backbone, saved_before_backbone
-from mha_project.run_dir import check_run_dir
+from mha_project.run_dir import check_run_dir, no_attention
 
 STAGE_DIR = "pretrain"
 
@@ -57,22 +56,37 @@ class Run:
         return truncation_of(self.cfg.data)
 
     def token_ids(self, texts) -> np.ndarray:
-        """``model.keras``'s input for ``texts``: their ids as training made them (vocabulary, seq_len,
-        truncation), padded with 0 to the longest: ``run.model(run.token_ids(["the coffee was stale"]))``."""
-        return pad_batch(encode(list(texts), self.vectorizer, self.seq_len, self.truncation))
+        """``model.keras``'s input for ``texts`` (a list of strings, or one string as one text): their ids as
+        training made them (vocabulary, seq_len, truncation), padded with 0 to the longest:
+        ``run.model(run.token_ids(["the coffee was stale"]))``. No texts: an empty ``(0, 0)`` array."""
+        texts = _text_list(texts)
+        if not texts:
+            return np.zeros((0, 0), "int32")
+        return pad_batch(encode(texts, self.vectorizer, self.seq_len, self.truncation))
 
     def predict(self, texts) -> list[dict]:
-        """Per text, its class probabilities by class name, most probable first."""
+        """Per text (a list of strings, or one string as one text), its class probabilities by class name,
+        most probable first; no texts, no predictions."""
+        texts = _text_list(texts)
+        if not texts:
+            return []
         probs = self.model.predict(self.token_ids(texts), verbose=0)
         return [dict(sorted(zip(self.class_names, map(float, row)), key=lambda item: -item[1])) for row in probs]
+
+
+def _text_list(texts) -> list[str]:
+    """One string is one text (not one text per character); anything else must be strings."""
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    for text in texts:
+        if not isinstance(text, str):
+            raise TypeError(f"texts must be strings; got {type(text).__name__} {text!r}")
+    return texts
 
 
 def load_model_safely(path):
     """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
     mha_project.register_keras_objects()  # Keras finds the project's classes by their registered names
     try:
-        if saved_before_backbone(path):
-            return load_saved_before_backbone(path)
         return keras.saving.load_model(path, safe_mode=True)
     except ValueError as err:
         if "safe_mode" in str(err) or "Lambda" in str(err):
@@ -116,9 +130,6 @@ def load_run(path, needs_attention: bool = False) -> Run:
         )
     model = load_model_safely(path / "model.keras")
     if needs_attention and not encoder_blocks(model):
-        raise UserError(
-            f"{path} was trained with model.ngram_branch={cfg.model.get('ngram_branch')}: its model is a bag of "
-            "n-grams without attention layers, so there is no attention to inspect; use a run with an encoder"
-        )
+        raise no_attention(path, cfg.model.get("ngram_branch"))
     vectorizer = make_vectorizer(None, int(cfg.data.vocab_size), vocabulary=read_vocabulary(path / "vocab.txt"))
     return Run(path, cfg, model, vectorizer, metrics)

@@ -39,8 +39,8 @@ def truncate_token_ids(ids, seq_len: int, truncation: str = "head"):
 
 
 def truncation_of(data_cfg) -> str:
-    """A run's ``data.truncation``; runs from before the option kept each text's head."""
-    return str(data_cfg.get("truncation", "head"))
+    """A run's ``data.truncation``."""
+    return str(data_cfg.truncation)
 
 
 def encode(texts, vectorizer, seq_len: int, truncation: str = "head") -> list[np.ndarray]:

@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import keras
 from keras import layers
 
@@ -14,8 +17,11 @@ from mha_project.model.layers import PACKAGE, EncoderBlock, LocalConvolution, To
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class EncoderBackbone(keras.Model):
     """Embeddings, ``num_layers`` x :class:`EncoderBlock`, and a final LayerNorm when pre-norm: a functional
-    model built from one set of arguments (keras-hub's ``Backbone``). The classifier, the masked LM and
-    ELECTRA's discriminator put their heads on it; the padding mask travels with its output.
+    model built inline from one set of arguments (keras-hub's ``Backbone``). The classifier, the masked LM
+    and ELECTRA's discriminator put their heads on it; the padding mask travels with its output.
+
+    Each argument is the ``model`` config key of the same name (``from_model_config``), except
+    ``vocab_size`` (from the vocabulary) and ``cls_token`` (``model.pooling=cls``).
 
     Output: ``(batch, T, embed_dim)``, one position longer (``[CLS]`` first) with ``cls_token=True``.
 
@@ -48,69 +54,65 @@ class EncoderBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
-        arguments = dict(
-            vocab_size=vocab_size,
-            max_len=max_len,
-            embed_dim=embed_dim,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            key_dim=key_dim,
-            ff_dim=ff_dim,
-            value_dim=value_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation=activation,
-            use_bias=use_bias,
-            norm_first=norm_first,
-            embedding_norm=embedding_norm,
-            position_encoding=position_encoding,
+        # The arguments, kept once: get_config returns them, clone() and from_model_config() fill them.
+        arguments = {name: value for name, value in locals().items() if name in backbone_arguments()}
+
+        # === Layers (each with the backbone's dtype policy: a mixed-precision model reloads as one) ===
+        rotary = position_encoding == "rotary"
+        self.embedding = TokenAndPositionEmbedding(
+            vocab_size,
+            max_len,
+            embed_dim,
             cls_token=cls_token,
+            input_scale=embedding_norm,
+            learned_positions=not rotary,
+            dtype=dtype,
+            name="embedding",
         )
-        if local_conv:  # absent otherwise: backbones saved before the option read the same
-            arguments["local_conv"] = local_conv
+        self.embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+        self.local_conv = (
+            LocalConvolution(local_conv, dropout=dropout, dtype=dtype, name="local_conv") if local_conv else None
+        )
+        self.blocks = [
+            EncoderBlock(
+                num_heads=num_heads,
+                key_dim=key_dim,
+                value_dim=value_dim,
+                ff_dim=ff_dim,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                activation=activation,
+                use_bias=use_bias,
+                norm_first=norm_first,
+                rotary_positions=rotary,
+                dtype=dtype,
+                name=f"encoder_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        self.final_norm = (
+            layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
+        )
 
-        embedding, embedding_dropout, convolution, blocks, final_norm = _encoder_layers(dtype=dtype, **arguments)
-
+        # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        x = embedding_dropout(embedding(token_ids))
-        if convolution is not None:
-            x = convolution(x)
-        for block in blocks:
+        x = self.embedding_dropout(self.embedding(token_ids))
+        if self.local_conv is not None:
+            x = self.local_conv(x)
+        for block in self.blocks:
             x = block(x)
-        if final_norm is not None:
-            x = final_norm(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         super().__init__(inputs=token_ids, outputs=x, **kwargs)
         if dtype is not None:
             self.dtype_policy = keras.dtype_policies.get(dtype)  # a functional model drops it (keras-hub does this)
-
-        self.embedding = embedding
-        self.embedding_dropout = embedding_dropout
-        self.blocks = blocks
-        self.final_norm = final_norm
         self.arguments = arguments
 
     @classmethod
     def from_model_config(cls, model_cfg, vocab_size: int, **changes) -> EncoderBackbone:
         """The backbone the ``model`` config group describes; ``changes`` override single arguments."""
-        arguments = dict(
-            vocab_size=vocab_size,
-            max_len=model_cfg.max_len,
-            embed_dim=model_cfg.embed_dim,
-            num_layers=model_cfg.num_layers,
-            num_heads=model_cfg.num_heads,
-            key_dim=model_cfg.key_dim,
-            value_dim=model_cfg.value_dim,
-            ff_dim=model_cfg.ff_dim,
-            dropout=model_cfg.dropout,
-            attention_dropout=model_cfg.get("attention_dropout"),
-            activation=model_cfg.activation,
-            use_bias=model_cfg.use_bias,
-            norm_first=model_cfg.norm_first,
-            embedding_norm=model_cfg.get("embedding_norm", "none"),
-            position_encoding=model_cfg.get("position_encoding", "learned"),
-            cls_token=model_cfg.get("pooling", "mean") == "cls",
-            local_conv=model_cfg.get("local_conv", 0),
-        )
+        arguments = {name: model_cfg[name] for name in backbone_arguments() if name in model_cfg}
+        arguments.update(vocab_size=vocab_size, cls_token=model_cfg.pooling == "cls")
         return cls(**{**arguments, **changes}, name="backbone")
 
     def clone(self, **changes) -> EncoderBackbone:
@@ -137,69 +139,16 @@ class EncoderBackbone(keras.Model):
         return cls(**config)
 
 
-def _encoder_layers(
-    vocab_size,
-    max_len,
-    embed_dim,
-    num_layers,
-    num_heads,
-    key_dim,
-    ff_dim,
-    value_dim,
-    dropout,
-    attention_dropout,
-    activation,
-    use_bias,
-    norm_first,
-    embedding_norm,
-    position_encoding,
-    cls_token,
-    dtype,
-    local_conv=0,
-):
-    """The backbone's layers, each with the backbone's dtype policy (a mixed-precision model reloads as one)."""
-    rotary = position_encoding == "rotary"
-    embedding = TokenAndPositionEmbedding(
-        vocab_size,
-        max_len,
-        embed_dim,
-        cls_token=cls_token,
-        input_scale=embedding_norm,
-        learned_positions=not rotary,
-        dtype=dtype,
-        name="embedding",
-    )
-    embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
-    convolution = None
-    if local_conv:
-        convolution = LocalConvolution(local_conv, dropout=dropout, dtype=dtype, name="local_conv")
-    blocks = [
-        EncoderBlock(
-            num_heads=num_heads,
-            key_dim=key_dim,
-            value_dim=value_dim,
-            ff_dim=ff_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation=activation,
-            use_bias=use_bias,
-            norm_first=norm_first,
-            rotary_positions=rotary,
-            dtype=dtype,
-            name=f"encoder_{i}",
-        )
-        for i in range(num_layers)
-    ]
-    final_norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
-
-    return embedding, embedding_dropout, convolution, blocks, final_norm
+@functools.cache
+def backbone_arguments() -> tuple[str, ...]:
+    """The names of :class:`EncoderBackbone`'s own arguments, read from its signature."""
+    skip = {"self", "dtype", "kwargs"}
+    return tuple(name for name in inspect.signature(EncoderBackbone.__init__).parameters if name not in skip)
 
 
-def backbone_of(model) -> keras.Model:
-    """A task model's backbone; a classifier saved before the backbone existed is its own (same layer names)."""
-    if hasattr(model, "backbone"):
-        return model.backbone
-    return next((layer for layer in model.layers if isinstance(layer, EncoderBackbone)), model)
+def backbone_of(model) -> EncoderBackbone | None:
+    """A task model's backbone (None for a bag of n-grams alone); a backbone is its own."""
+    return model if isinstance(model, EncoderBackbone) else model.backbone
 
 
 def encoder_blocks(model) -> list[EncoderBlock]:

@@ -50,7 +50,7 @@ class TextClassifier(keras.Model):
         if backbone is None and ngram_branch is None:
             raise ValueError("backbone=None needs an ngram_branch: a classifier needs one of the two")
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        # Alone, the encoder's head ends in the softmax (the layout of every run before the branch existed).
+        # Alone, the encoder's head ends in the softmax; beside a bag, logits are added, then the softmax.
         activation = "softmax" if ngram_branch is None else None
         encoder = None
         if backbone is not None:
@@ -84,10 +84,9 @@ class TextClassifier(keras.Model):
             "num_classes": self.num_classes,
             "pooling": self.pooling,
             "dropout": self.dropout,
+            "ngram_branch": None if self.ngram_branch is None else keras.layers.serialize(self.ngram_branch),
+            "encoder_logit_dropout": self.encoder_logit_dropout,
         }
-        if self.ngram_branch is not None:  # absent otherwise: earlier runs' configs read the same
-            config["ngram_branch"] = keras.layers.serialize(self.ngram_branch)
-            config["encoder_logit_dropout"] = self.encoder_logit_dropout
         return config
 
     @classmethod
@@ -127,25 +126,25 @@ def uncompiled_copy(model, weights=None):
 
 def build_classifier(model_cfg, vocab_size: int, num_classes: int, backbone=None) -> TextClassifier:
     """The classifier the ``model`` config group describes, on ``backbone`` when given (a pretrained one)."""
-    branch = model_cfg.get("ngram_branch", "none")
+    branch = model_cfg.ngram_branch
     if branch not in NGRAM_BRANCHES:
         raise ValueError(f"model.ngram_branch={branch} is invalid: must be one of {', '.join(NGRAM_BRANCHES)}")
     ngrams = None
     if branch != "none":
-        buckets, dim = model_cfg.get("ngram_buckets", 2**18), model_cfg.get("ngram_dim", 16)
-        ngrams = BagOfNgrams(vocab_size, num_classes, buckets=buckets, dim=dim, name="ngram_branch")
+        ngrams = BagOfNgrams(
+            vocab_size, num_classes, buckets=model_cfg.ngram_buckets, dim=model_cfg.ngram_dim, name="ngram_branch"
+        )
     if branch == "bigram_alone":
         backbone = None
     elif backbone is None:
         backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size)
-    pooling = model_cfg.get("pooling", "mean")
     return TextClassifier(
         backbone,
         num_classes,
-        pooling=pooling,
+        pooling=model_cfg.pooling,
         dropout=model_cfg.dropout,
         ngram_branch=ngrams,
-        encoder_logit_dropout=model_cfg.get("encoder_logit_dropout", 0.0) if ngrams is not None else 0.0,
+        encoder_logit_dropout=model_cfg.encoder_logit_dropout if ngrams is not None else 0.0,
         name="mha_classifier",
     )
 

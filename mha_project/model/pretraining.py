@@ -3,8 +3,6 @@ detector."""
 
 from __future__ import annotations
 
-import inspect
-
 import keras
 import tensorflow as tf
 from keras import layers, ops
@@ -24,15 +22,9 @@ def _task_config(model, **values) -> dict:
 
 
 def _with_backbone(config: dict) -> dict:
-    """``from_config``'s arguments: the backbone deserialised; files saved before the backbone existed kept
-    its arguments at the top level (with attention dropout 0), and ``load_model_safely`` reads those."""
+    """``from_config``'s arguments: the backbone deserialised."""
     config = {key: value for key, value in config.items() if key != "dtype"}
-    if "backbone" in config:
-        config["backbone"] = keras.layers.deserialize(config["backbone"])
-        return config
-    names = set(inspect.signature(EncoderBackbone).parameters) - {"kwargs"}
-    arguments = {key: config.pop(key) for key in list(config) if key in names}
-    config["backbone"] = EncoderBackbone(**arguments, attention_dropout=0.0, name="backbone")
+    config["backbone"] = keras.layers.deserialize(config["backbone"])
     return config
 
 

@@ -65,7 +65,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
         )
         runs = []
         for run, tags in sorted(listing.items()):
-            weights = sorted((t for t in tags if _is(t, WEIGHTS)), key=_probe_index)
+            weights = _probe_tags(tags)
             if not weights:
                 continue
             described = json.loads(tags[weights[0]].plugin_content or b"{}")
@@ -75,7 +75,12 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_data(self, request):
-        run, step = request.args.get("run", ""), int(request.args.get("step", "0"))
+        run, step = request.args.get("run", ""), request.args.get("step", "0")
+        if not step.isascii() or not step.isdigit():
+            return http_util.Respond(
+                request, f"step={step!r} is invalid: must be a logged step, a whole number >= 0", "text/plain", code=400
+            )
+        step = int(step)
         ctx, experiment, listing = self._tensors(request)
         tags = listing.get(run, {})
         read = self._data.read_tensors(
@@ -86,7 +91,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             run_tag_filter=provider.RunTagFilter(runs=[run], tags=list(tags)),
         ).get(run, {})
         items = []
-        for tag in sorted((t for t in tags if _is(t, WEIGHTS)), key=_probe_index):
+        for tag in _probe_tags(tags):
             at_step = {d.step: d.numpy for d in read.get(tag, [])}
             captions = {d.step: d.numpy for d in read.get(tag[: -len(WEIGHTS)] + CAPTION, [])}
             if step not in at_step:
@@ -110,5 +115,12 @@ def _is(tag: str, kind: str) -> bool:
     return tag.startswith("head_view/probe_") and tag.endswith("/" + kind)
 
 
-def _probe_index(tag: str) -> int:
-    return int(tag.split("/")[1].removeprefix("probe_"))
+def _probe_tags(tags) -> list[str]:
+    """The runs' head-view weight tags in probe order; a tag that is not ``head_view/probe_<k>/weights`` (a
+    summary written by something else) is left out rather than failing every run's answer."""
+    return sorted((t for t in tags if _is(t, WEIGHTS) and _probe_index(t) is not None), key=_probe_index)
+
+
+def _probe_index(tag: str) -> int | None:
+    index = tag.split("/")[1].removeprefix("probe_")
+    return int(index) if index.isascii() and index.isdigit() else None

@@ -56,6 +56,11 @@ INT_HPARAMS = {
 }
 
 
+# TensorBoard's HParams table sorts its columns by `differs` (true first), then by name, and shows the first
+# few. These keys, what the project is about, are marked as differing in every experiment config, so they
+# and the swept keys are the columns a table opens with.
+FIRST_COLUMNS = ("heads", "key_dim", "dropout")
+
 # What a sweep's override may be called on the command line: a shortcut, or the seed.
 COMMAND_LINE_NAMES = set(SHORTCUTS) | {"seed"}
 
@@ -166,6 +171,7 @@ def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict | None) -> No
         hparams, differs = [hp.HParam(name) for name in hparams_of(cfg)], set()
     else:
         hparams, differs = experiment_hparams(cfg, domains)
+    differs |= set(FIRST_COLUMNS)
     metrics = [hp.Metric(f"hparams/{m}", display_name=m) for m in FINAL_METRICS]
     metrics.append(hp.Metric("epoch_accuracy", group="validation", display_name="val_accuracy (latest)"))
     summary = hp.hparams_config_pb(hparams, metrics)
@@ -182,10 +188,17 @@ def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict | None) -> No
     writer.close()
 
 
-def write_session_start(log_dir: Path, cfg: DictConfig, trial_id: str) -> None:
+def trial_name(run_dir: Path) -> str:
+    """How the HParams table names a run: its path from where training was started (``outputs/runs/<time>``,
+    ``outputs/multirun/<time>/3``), which stays unique and readable; absolute when it lies elsewhere."""
+    run_dir = Path(run_dir).resolve()
+    return str(run_dir.relative_to(Path.cwd())) if run_dir.is_relative_to(Path.cwd()) else str(run_dir)
+
+
+def write_session_start(log_dir: Path, cfg: DictConfig, run_dir: Path) -> None:
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default():
-        hp.hparams(hparams_of(cfg), trial_id=trial_id)
+        hp.hparams(hparams_of(cfg), trial_id=trial_name(run_dir))
     writer.close()
 
 

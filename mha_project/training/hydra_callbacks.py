@@ -7,6 +7,8 @@ In a multirun each job is validated by ``train()`` instead, so one bad job does 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
@@ -18,19 +20,27 @@ from mha_project.errors import ConfigError
 REFUSED_JOBS = "refused_jobs.tsv"
 
 
+def make_output_dir(path: str, key: str) -> None:
+    """Create Hydra's run or sweep directory now, so a place that cannot hold one (``/proc/x``, a file, no
+    permission) is one line naming it instead of a traceback from Hydra's own mkdir."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        fail(f"{key}={path} cannot be used: {err.strerror or err} (a directory is made there for the run)")
+
+
 class ValidateConfig(Callback):
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         try:
             validate_config(config)
         except ConfigError as err:
             fail(str(err))
+        make_output_dir(config.hydra.run.dir, "hydra.run.dir")
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         # The Optuna sweeper opens its study (sqlite in the sweep dir, configs/hparams_search/optuna.yaml)
         # before the launcher creates the sweep dir.
-        from pathlib import Path
-
-        Path(config.hydra.sweep.dir).mkdir(parents=True, exist_ok=True)
+        make_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
         if config.logger.tensorboard and config.logger.hparams:
             # One HParams experiment config for the whole sweep, with the swept keys marked (hparams.py).
             from mha_project.training.hparams import sweep_params_of, swept_domains, write_experiment
@@ -40,8 +50,6 @@ class ValidateConfig(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         # Each failed job records failure.json and the sweep goes on (train.run_from_cli); a sweep in which
         # no job finished must still end with a non-zero exit status, or scripts and CI read it as success.
-        from pathlib import Path
-
         sweep_dir = Path(config.hydra.sweep.dir)
         refused = sweep_dir / REFUSED_JOBS
         if refused.exists():

@@ -15,7 +15,9 @@ from mha_project.data.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.vocabulary import read_vocabulary
 from mha_project.errors import ConfigError, UserError
+from mha_project.model.backbone import backbone_arguments
 from mha_project.model.pretraining import build_pretrainer
+from mha_project.run_dir import IDENTITY_FILE, RUN_FORMAT, other_format
 from mha_project.training.callbacks import (
     AttentionLogger,
     FillMaskLogger,
@@ -28,20 +30,10 @@ from mha_project.training.hparams import run_label
 log = logging.getLogger(__name__)
 
 
-# The backbone arguments a pretrained run must share with the run that fine-tunes its backbone.
-ARCHITECTURE_KEYS = (
-    "num_layers",
-    "num_heads",
-    "key_dim",
-    "value_dim",
-    "embed_dim",
-    "ff_dim",
-    "max_len",
-    "activation",
-    "use_bias",
-    "norm_first",
-    "embedding_norm",
-    "position_encoding",
+# The backbone arguments a pretrained run must share with the run that fine-tunes its backbone: all but the
+# vocabulary (checked word for word), the dropout rates (the stage has its own) and cls_token (the pooling).
+ARCHITECTURE_KEYS = tuple(
+    name for name in backbone_arguments() if name not in ("vocab_size", "dropout", "attention_dropout", "cls_token")
 )
 
 
@@ -174,11 +166,12 @@ def check_pretrained_source(source, cfg, vectorizer) -> dict:
             f"{shown} has no finished masked-LM stage (no {STAGE_DIR}/{MODEL_FILE}); "
             "pretrain one with: python scripts/train.py pretrain=mlm"
         )
+    record = json.loads((source / IDENTITY_FILE).read_text()) if (source / IDENTITY_FILE).is_file() else {}
+    if record.get("format") != RUN_FORMAT:
+        raise ConfigError(f"pretrain.from_run: {other_format(source, record.get('format'))}")
     theirs = OmegaConf.load(config_file)
     for key in ARCHITECTURE_KEYS:
-        there, here = theirs.model.get(key), cfg.model.get(key)
-        if key == "position_encoding":  # runs from before the option had learned positions
-            there, here = there or "learned", here or "learned"
+        there, here = theirs.model[key], cfg.model[key]
         if there != here:
             raise ConfigError(
                 f"{shown} has another encoder: model.{key}={_show(there)} there, {_show(here)} here; "
@@ -202,8 +195,7 @@ def check_pretrained_source(source, cfg, vectorizer) -> dict:
             f"{shown} has another vocabulary: {len(their_vocab) + 2} tokens from data={theirs.data.name} there, "
             f"{len(our_vocab) + 2} from data={cfg.data.name} here{where}; fine-tune on the data it was pretrained on"
         )
-    record = json.loads((source / "run.json").read_text()) if (source / "run.json").is_file() else {}
-    summary = dict((record.get("results") or {}).get("pretrain") or {"objective": "mlm"})
+    summary = dict(record["results"].get("pretrain") or {"objective": "mlm"})
     summary["from"] = str(source)
     return summary
 

@@ -277,8 +277,11 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
     passes_now = len(fit.history.history["loss"]) / plan.rounds  # passes over the training data in this process
     record.finish_stage(
         "trained",
-        epochs_run=int(epochs_run) if float(epochs_run).is_integer() else round(epochs_run, 3),
+        epochs_run=_epochs(epochs_run),
         best_val_accuracy=best_of(rows, "val_accuracy"),
+        best_epoch=_epochs(best_row(rows, "val_accuracy") / plan.rounds) if rows else None,
+        stopped_early=bool(epochs_run < plan.epochs / plan.rounds),
+        last_train_accuracy=float(rows[-1]["accuracy"]) if rows and rows[-1].get("accuracy") else None,
         train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
         train_examples_per_second=round(len(inputs.data.train_texts) * passes_now / max(fit.seconds, 1e-9), 1),
     )
@@ -343,6 +346,9 @@ def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
         "test_loss": results["test_loss"],
         "best_val_accuracy": results["best_val_accuracy"],
         "epochs_run": results["epochs_run"],
+        "best_epoch": results["best_epoch"],
+        "stopped_early": results["stopped_early"],
+        "last_train_accuracy": results["last_train_accuracy"],
         "train_seconds": results["train_seconds"],
         "train_examples_per_second": results["train_examples_per_second"],
         "params": int(model.count_params()),
@@ -358,6 +364,16 @@ def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
         "hparams": hparams_of(cfg),
         "pretrain": results.get("pretrain"),
     }
+
+
+def _epochs(value: float):
+    return int(value) if float(value).is_integer() else round(value, 3)
+
+
+def best_row(rows: list[dict], key: str) -> int:
+    """1-based number of the first row with the highest ``key`` (the epoch BestWeights kept)."""
+    values = [float(r[key]) if r.get(key) not in (None, "") else float("-inf") for r in rows]
+    return values.index(max(values)) + 1
 
 
 def best_of(rows: list[dict], key: str):

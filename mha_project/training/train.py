@@ -17,10 +17,10 @@ A run directory (Hydra's output dir) ends up holding:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
+import shlex
 import tempfile
 import traceback
 from pathlib import Path
@@ -34,7 +34,7 @@ from mha_project.atomic import write_json_atomic, write_text_atomic
 from mha_project.cli import fail
 from mha_project.config import processes, validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
-from mha_project.run_dir import open_run_dir
+from mha_project.run_dir import LATEST, has_attention, latest_target, latest_text, open_run_dir
 from mha_project.training import stages
 from mha_project.training.distribute import several_processes
 from mha_project.training.failures import disk_full, disk_full_message, first_line
@@ -118,7 +118,7 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
     if _records_hparams(cfg):
         if not _in_sweep():  # a sweep's experiment config is the sweep directory's (hydra_callbacks.py)
             write_experiment(run_dir / "tensorboard", cfg, domains=None)
-        write_session_start(run_dir / "tensorboard", cfg, trial_id=str(run_dir))  # shows while it runs
+        write_session_start(run_dir / "tensorboard", cfg, run_dir)  # shows while it runs
 
     pretrained_from = stages.pretrain_stage(cfg, run_dir, record, inputs, strategy)
     model = stages.build_model(cfg, run_dir, inputs, strategy, plan, pretrained_from)
@@ -137,40 +137,36 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
     write_json_atomic(run_dir / "metrics.json", metrics)  # marks the run as finished
     record.finish_stage("finished")
     point_latest_at(run_dir)
-    log.info(next_steps(run_dir, head_view=(run_dir / "attention.html").exists()))
+    log.info(next_steps(run_dir, head_view=(run_dir / "attention.html").exists(), attention=has_attention(cfg)))
     _log_result(run_dir, metrics)
     return metrics
 
 
-LATEST = "latest"
-
-
 def point_latest_at(run_dir: Path) -> None:
-    """``outputs/runs/latest``: a link to the last run that finished there (not for other run dirs, and
-    never over a ``latest`` that is not the project's link)."""
+    """``outputs/runs/latest`` (``outputs/debug/latest`` for ``debug=...`` runs): the file naming the last run
+    that finished there; never for other run dirs, and never over a ``latest`` that is not the project's."""
     runs = run_dir.resolve().parent
-    if runs.name != "runs" or runs.parent.name != "outputs" or _in_sweep():
+    if runs.name not in ("runs", "debug") or runs.parent.name != "outputs" or _in_sweep():
         return
-    link = runs / LATEST
-    if link.exists() and not link.is_symlink():
-        return  # a folder or file of the user's called "latest": left alone
-    staged = runs / f".{LATEST}.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        staged.unlink()
-    staged.symlink_to(run_dir.resolve().name, target_is_directory=True)
-    os.replace(staged, link)  # atomic: a reader sees the old link or the new one
+    latest = runs / LATEST
+    if (latest.exists() or latest.is_symlink()) and latest_target(latest) is None:
+        return  # a folder, link or file of the user's called "latest": left alone
+    write_text_atomic(latest, latest_text(run_dir.resolve()))  # a reader sees the old name or the new one
 
 
-def next_steps(run_dir: Path, head_view: bool) -> str:
-    """What a learner can do with the finished run, with its real path."""
-    lines = [
-        f"python scripts/evaluate.py {run_dir}",
-        f'python scripts/inspect_attention.py {run_dir} "a sentence of your own"',
-        f"python scripts/head_patterns.py {run_dir}",
-        f"tensorboard --logdir {run_dir}",
-    ]
+def next_steps(run_dir: Path, head_view: bool, attention: bool = True) -> str:
+    """What a learner can do with the finished run, with its real path (quoted for a shell where needed);
+    the attention tools only for a model that has attention."""
+    where = shlex.quote(str(run_dir))
+    lines = [f"python scripts/evaluate.py {where}"]
+    if attention:
+        lines += [
+            f'python scripts/inspect_attention.py {where} "a sentence of your own"',
+            f"python scripts/head_patterns.py {where}",
+        ]
+    lines.append(f"tensorboard --logdir {where}")
     if head_view:
-        lines.append(f"open {run_dir / 'attention.html'} in a browser: the interactive head view")
+        lines.append(f"open {shlex.quote(str(run_dir / 'attention.html'))} in a browser: the interactive head view")
     return "next:\n  " + "\n  ".join(lines)
 
 
@@ -188,6 +184,24 @@ def _log_result(run_dir: Path, metrics: dict, finished_before: bool = False) -> 
         f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
         f"{metrics['epochs_run']} epochs{seconds})"
     )
+    log.info(tested_weights_line(metrics))
+
+
+def tested_weights_line(metrics: dict) -> str:
+    """Which epoch's weights the test used, and why training stopped where it did."""
+    line = f"tested epoch {metrics['best_epoch']}'s weights (the best val accuracy)"
+    hp = metrics["hparams"]
+    if metrics["stopped_early"]:
+        line += (
+            f"; early stopping ended training after epoch {metrics['epochs_run']} of {hp['epochs']}: val accuracy "
+            "had not improved for trainer.early_stopping_patience epochs"
+        )
+    else:
+        line += f"; trained all {hp['epochs']} epochs"
+    train_acc = metrics["last_train_accuracy"]
+    if train_acc is not None and train_acc - metrics["best_val_accuracy"] > 0.1:
+        line += f"; training accuracy {train_acc:.2f} ran ahead of validation: the model overfits (try more dropout)"
+    return line
 
 
 def _stop_logging_into(run_dir: Path) -> None:
