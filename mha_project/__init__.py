@@ -14,9 +14,4 @@ __version__ = "0.1.0"
 
 def register_keras_objects() -> None:
     """Import every module that registers a Keras serializable, so ``load_model`` finds them by name."""
-    import mha_project.model.backbone  # noqa: F401  (EncoderBackbone)
-    import mha_project.model.classifier  # noqa: F401  (TextClassifier)
-    import mha_project.model.heads  # noqa: F401  (the poolings, MaskedLMHead)
-    import mha_project.model.layers  # noqa: F401  (TokenAndPositionEmbedding, EncoderBlock, ...)
-    import mha_project.model.pretraining  # noqa: F401  (MaskedLanguageModel, ReplacedTokenDetector)
-    import mha_project.training.schedules  # noqa: F401  (WarmupCosine, saved with each model's optimizer)
+    import mha_project.training.saving  # noqa: F401  (it imports each of them)

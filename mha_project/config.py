@@ -20,7 +20,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from mha_project.data import TRUNCATIONS
 from mha_project.data.folders import check_folder_dataset
 from mha_project.errors import ConfigError
-from mha_project.model import INPUT_SCALES, NGRAM_BRANCHES, OBJECTIVES, POSITION_ENCODINGS
+from mha_project.model import INPUT_SCALES, NGRAM_BRANCHES, OBJECTIVES, POOLINGS, POSITION_ENCODINGS
 
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -105,7 +105,7 @@ class ModelConfig:
     activation: str = MISSING
     use_bias: bool = MISSING
     norm_first: bool = MISSING
-    pooling: str = checked(lambda v: v in ("mean", "mean_max", "cls"), "one of mean, mean_max, cls")
+    pooling: str = checked(lambda v: v in POOLINGS, "one of " + ", ".join(POOLINGS))
     embedding_norm: str = checked(lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES))
     position_encoding: str = checked(lambda v: v in POSITION_ENCODINGS, "one of " + ", ".join(POSITION_ENCODINGS))
     ngram_branch: str = checked(lambda v: v in NGRAM_BRANCHES, "one of " + ", ".join(NGRAM_BRANCHES))

@@ -40,6 +40,8 @@ from mha_project.atomic import write_json_atomic
 from mha_project.errors import RunDirRefused, UserError
 
 IDENTITY_FILE = "run.json"
+MODEL_FILE = "model.keras"  # the trained classifier
+STAGE_DIR = "pretrain"  # what the pretraining stage writes (its own model.keras, history, TensorBoard)
 
 
 LOCK_FILE = ".lock"

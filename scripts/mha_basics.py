@@ -14,7 +14,7 @@ import_tensorflow_quietly()  # before Keras, which imports TensorFlow
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mha_project.analysis.attention import reference_mha  # noqa: E402
+from mha_project.attention.scores import reference_mha  # noqa: E402
 
 
 def run_seed_example(seed: int = 0):

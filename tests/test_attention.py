@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import run_script
-from mha_project.analysis.attention import attention_entropy, reference_mha
+from mha_project.attention.scores import attention_entropy, reference_mha
 
 CASES = [
     # (num_heads, key_dim, value_dim, use_bias, query_len, key_len, d_model, masked)
@@ -66,8 +66,8 @@ def test_entropy_of_uniform_and_one_hot_rows():
 
 @pytest.mark.slow
 def test_scores_of_a_trained_run(tiny_run: Path):
-    from mha_project.analysis.attention import scores_for_texts
     from mha_project.analysis.runs import load_run
+    from mha_project.attention.scores import scores_for_texts
 
     run = load_run(tiny_run)
     texts = ["the coffee was great", "bad", "great great tea and more words than the others here"]
@@ -138,7 +138,7 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
 
 
 def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
-    from mha_project.analysis.plots import attention_grid
+    from mha_project.attention.plots import attention_grid
 
     rng = np.random.default_rng(0)
     scores = rng.dirichlet(np.ones(50), size=(8, 50))  # 8 heads, 50 tokens
@@ -160,7 +160,7 @@ def test_heatmap_scales_are_what_the_title_says_and_the_uniform_mark_is_readable
     # Issue case: each head had its own colour scale (0.8 vs 1.0) and "1/n" sat on the "0.2" tick.
     import matplotlib.image
 
-    from mha_project.analysis.plots import attention_grid, figure_to_png
+    from mha_project.attention.plots import attention_grid, figure_to_png
 
     rng = np.random.default_rng(1)
     scores = rng.dirichlet(np.full(24, 0.3), size=(4, 24))
@@ -187,7 +187,7 @@ def test_heatmap_scales_are_what_the_title_says_and_the_uniform_mark_is_readable
 
 
 def test_dollar_signs_are_drawn_as_written_not_as_mathtext():
-    from mha_project.analysis.plots import attention_grid, figure_to_png
+    from mha_project.attention.plots import attention_grid, figure_to_png
 
     text = "What a waste of $$ buying things for $5 and $3 \\frac{"
     fig = attention_grid([np.full((1, 3, 3), 1 / 3)], ["$5", "$$", "x"], text)

@@ -126,8 +126,8 @@ def test_tools_refuse_paths_that_are_not_finished_runs(tmp_path):
 
 
 def test_lambda_model_is_refused(tmp_path):
-    from mha_project.analysis.runs import load_model_safely
     from mha_project.errors import UserError
+    from mha_project.training.saving import load_model_safely
 
     inputs = keras.Input((3,))
     model = keras.Model(inputs, keras.layers.Lambda(lambda x: x * 2)(inputs))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import run_script
-from mha_project.analysis.head_patterns import STAT_KEYS, head_statistics, label_head, normalized_entropy, top_tokens
+from mha_project.analysis.head_patterns import STAT_KEYS, head_statistics, label_head, top_tokens
+from mha_project.attention.scores import normalized_entropy
 
 
 def lengths_to_real(lengths, width):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import run_script
-from mha_project.analysis.head_view import decode_weights, encode_weights, head_view_html
+from mha_project.attention.head_view import decode_weights, encode_weights, head_view_html
 
 
 def synthetic(n_tokens: int, heads: int = 4, layers: int = 2, seed: int = 0, texts: int = 1) -> list[dict]:

@@ -4,7 +4,7 @@ import pytest
 from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
 
 from conftest import small_model_config
-from mha_project.analysis.attention import attention_scores
+from mha_project.attention.scores import attention_scores
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.model.heads import MaskedMeanPooling
@@ -408,7 +408,7 @@ def test_encoder_block_returns_scores_in_the_functional_api():
 
 def test_a_bfloat16_classifier_loads_and_predicts_in_a_float32_process(tmp_path):
     # Issue case: sub-layers took the loading process's global policy instead of the layer's own.
-    from mha_project.analysis.runs import load_model_safely
+    from mha_project.training.saving import load_model_safely
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:

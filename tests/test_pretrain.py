@@ -238,9 +238,9 @@ def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
 
 
 def test_encode_masked_text_and_its_errors():
-    from mha_project.analysis.fill_mask import encode_masked_text
     from mha_project.data.masking import with_mask_token
     from mha_project.data.vocabulary import make_vectorizer
+    from mha_project.model.fill_mask import encode_masked_text
 
     vectorizer = make_vectorizer(None, 10, vocabulary=with_mask_token(["the", "coffee", "was"], 10))
     ids = encode_masked_text("The coffee [mask] was [MASK]", vectorizer, seq_len=10)
@@ -367,7 +367,7 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
         for a, b in zip(weights, mlm.backbone.get_layer(name).get_weights(), strict=True):
             np.testing.assert_array_equal(a, b)
     # ... and fine-tuning moved them.
-    from mha_project.analysis.runs import load_model_safely
+    from mha_project.training.saving import load_model_safely
 
     tuned = load_model_safely(run_dir / "model.keras").backbone.get_layer("encoder_0").get_weights()
     assert any(not np.array_equal(a, b) for a, b in zip(tuned, seen["classifier"]["encoder_0"]))

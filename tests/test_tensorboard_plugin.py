@@ -43,7 +43,7 @@ def write_malformed_summary(logdir: Path) -> None:
     """A head-view summary whose tag names no probe number, as something else might write it."""
     import tensorflow as tf
 
-    from mha_project.tensorboard_plugin.summary import _metadata
+    from mha_project.attention.head_view_summary import _metadata
 
     with tf.summary.create_file_writer(str(logdir)).as_default():
         tf.summary.write(

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.plots import figure_to_png, plt
 from mha_project.analysis.runs import load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mha_project.attention.plots import figure_to_png, plt
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError

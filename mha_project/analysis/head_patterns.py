@@ -42,13 +42,14 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.attention import attention_scores, has_cls_token
-from mha_project.analysis.plots import figure_to_png, plt
-from mha_project.analysis.runs import STAGE_DIR, load_masked_lm, load_run
+from mha_project.analysis.runs import load_masked_lm, load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mha_project.attention.plots import figure_to_png, plt
+from mha_project.attention.scores import attention_scores, has_cls_token, normalized_entropy_rows
 from mha_project.data.pipeline import encode, pad_batch
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
+from mha_project.run_dir import STAGE_DIR
 
 POSITION_THRESHOLD = 0.4
 
@@ -60,24 +61,6 @@ BROAD_ENTROPY = 0.9
 
 
 STAT_KEYS = ("normalized_entropy", "previous_token", "next_token", "self", "first_token", "same_word")
-
-
-def normalized_entropy_rows(scores: np.ndarray, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per query row: entropy / log(n). Returns (values (batch, heads, T), valid (batch, 1, T))."""
-    scores = np.asarray(scores, dtype="float64")
-    real = np.asarray(real, dtype=bool)
-    n = real.sum(axis=1).astype("float64")  # (batch,)
-    p = np.clip(scores, 1e-12, 1.0)
-    entropy = -(scores * np.log(p)).sum(axis=-1)  # (batch, heads, T)
-    log_n = np.log(np.maximum(n, 2.0))[:, None, None]
-    valid = (real & (n[:, None] > 1))[:, None, :]
-    return entropy / log_n, valid
-
-
-def normalized_entropy(scores: np.ndarray, real: np.ndarray) -> np.ndarray:
-    """Mean normalised entropy of each head over the real query rows: shape (heads,); 1.0 = uniform."""
-    values, valid = normalized_entropy_rows(scores, real)
-    return _masked_mean(values, np.broadcast_to(valid, values.shape))
 
 
 def head_statistics(scores: np.ndarray, real: np.ndarray, token_ids: np.ndarray | None = None) -> list[dict]:
@@ -122,15 +105,6 @@ def label_head(stats: dict) -> str:
     if entropy >= BROAD_ENTROPY:
         return "broad"
     return "mixed"
-
-
-def _masked_mean(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Mean over every axis but the heads axis (axis 1), counting only valid entries."""
-    valid = valid.astype("float64")
-    axes = tuple(a for a in range(values.ndim) if a != 1)
-    total = valid.sum(axis=axes)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, (np.where(valid > 0, values, 0.0)).sum(axis=axes) / np.maximum(total, 1), np.nan)
 
 
 def model_head_patterns(

@@ -8,12 +8,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.attention import scores_for_texts
-from mha_project.analysis.head_patterns import normalized_entropy
-from mha_project.analysis.head_view import write_head_view
-from mha_project.analysis.plots import SCALES, attention_grid, save_figure
 from mha_project.analysis.runs import load_run
-from mha_project.analysis.summaries import write_attention_summaries
+from mha_project.attention.head_view import write_head_view
+from mha_project.attention.plots import SCALES, attention_grid, save_figure
+from mha_project.attention.scores import normalized_entropy, scores_for_texts
+from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode, pad_batch
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError

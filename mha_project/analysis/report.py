@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from mha_project.analysis.plots import plt, save_figure
 from mha_project.atomic import write_text_atomic
+from mha_project.attention.plots import plt, save_figure
 from mha_project.errors import UserError
 
 METRIC_COLUMNS = ("best_val_accuracy", "test_accuracy", "params", "train_seconds", "epochs_run")

@@ -6,21 +6,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import keras
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-import mha_project
 from mha_project.data.pipeline import encode, pad_batch, truncation_of
 from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
-from mha_project.run_dir import check_run_dir, no_attention
-
-STAGE_DIR = "pretrain"
-
-
-MODEL_FILE = "model.keras"
+from mha_project.run_dir import MODEL_FILE, STAGE_DIR, check_run_dir, no_attention
+from mha_project.training.saving import damaged, load_model_safely
 
 
 def load_masked_lm(run_dir):
@@ -83,30 +77,6 @@ def _text_list(texts) -> list[str]:
     return texts
 
 
-def load_model_safely(path):
-    """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
-    mha_project.register_keras_objects()  # Keras finds the project's classes by their registered names
-    try:
-        return keras.saving.load_model(path, safe_mode=True)
-    except ValueError as err:
-        if "safe_mode" in str(err) or "Lambda" in str(err):
-            raise UserError(
-                f"refusing to load {path}: it contains a Lambda layer or other arbitrary code, "
-                "which safe_mode=True does not deserialise; only models built by mha_project load"
-            ) from None
-        raise _damaged(path, err) from None
-    except Exception as err:  # a truncated or overwritten zip, HDF5 errors, ...: the file is damaged
-        raise _damaged(path, err) from None
-
-
-def _damaged(path, err) -> UserError:
-    first = (str(err).strip().splitlines() or [""])[0][:160]
-    return UserError(
-        f"{path} cannot be loaded ({type(err).__name__}: {first}); the file is damaged: restore it, or "
-        "train the run again with overwrite=true"
-    )
-
-
 def load_run(path, needs_attention: bool = False) -> Run:
     """The finished run in ``path``; ``needs_attention``: refused when its model has no attention layers."""
     path = check_run_dir(path)
@@ -115,14 +85,14 @@ def load_run(path, needs_attention: bool = False) -> Run:
         if not isinstance(cfg, DictConfig) or "data" not in cfg or "model" not in cfg:
             raise ValueError("no data/model sections")
     except Exception as err:  # YAML syntax errors come in several exception types
-        raise _damaged(path / ".hydra" / "config.yaml", err) from None
+        raise damaged(path / ".hydra" / "config.yaml", err) from None
     try:
         metrics = json.loads((path / "metrics.json").read_text())
         missing = [k for k in ("test_accuracy", "class_names") if not isinstance(metrics, dict) or k not in metrics]
         if missing:
             raise ValueError(f"no {', '.join(missing)}")
     except ValueError as err:
-        raise _damaged(path / "metrics.json", err) from None
+        raise damaged(path / "metrics.json", err) from None
     if cfg.data.name == "folder" and not Path(str(cfg.data.path)).is_dir():
         raise UserError(
             f"the data folder this run was trained on, data.path={cfg.data.path}, no longer exists; "

@@ -7,3 +7,4 @@ INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(i
 POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (model/layers.py, RotaryMultiHeadAttention)
 OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective (model/pretraining.py)
 NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch (model/ngrams.py); bigram_alone: no encoder
+POOLINGS = ("mean", "mean_max", "cls")  # model.pooling (model/classifier.py): the token vectors -> one

@@ -6,13 +6,11 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.model import NGRAM_BRANCHES
+from mha_project.model import NGRAM_BRANCHES, POOLINGS
 from mha_project.model.backbone import EncoderBackbone, backbone_of, encoder_blocks
 from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
 from mha_project.model.layers import PACKAGE
 from mha_project.model.ngrams import BagOfNgrams
-
-POOLINGS = ("mean", "cls", "mean_max")  # model.pooling
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

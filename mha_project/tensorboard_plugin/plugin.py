@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from importlib import resources
 
 from tensorboard import plugin_util
 from tensorboard.backend import http_util
@@ -16,9 +17,9 @@ from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from mha_project.analysis.head_view import MIN_WEIGHT, asset
+from mha_project.attention.head_view import MIN_WEIGHT, asset
+from mha_project.attention.head_view_summary import CAPTION, WEIGHTS
 from mha_project.tensorboard_plugin import PLUGIN_NAME
-from mha_project.tensorboard_plugin.summary import CAPTION, WEIGHTS
 
 MAX_STEPS = 10_000  # every logged epoch (the data provider downsamples to this many)
 
@@ -42,7 +43,8 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _serve_js(self, request):
         # The head view's script, its style and minimum weight, then the tab's own part (runs, epochs).
         constants = f"const HEAD_VIEW_CSS = {json.dumps(asset('head_view.css'))};\nconst MIN_WEIGHT = {MIN_WEIGHT};\n"
-        body = asset("head_view.js") + constants + asset("tensorboard_tab.js")
+        tab = resources.files(__package__).joinpath("tensorboard_tab.js").read_text(encoding="utf-8")
+        body = asset("head_view.js") + constants + tab
         return http_util.Respond(request, body, "application/javascript")
 
     def _tensors(self, request):

@@ -20,9 +20,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.fill_mask import fill_mask, perplexity
-from mha_project.analysis.summaries import write_attention_summaries
+from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode
+from mha_project.model.fill_mask import fill_mask, perplexity
 from mha_project.training.distribute import process_local
 from mha_project.training.history import trim_history
 

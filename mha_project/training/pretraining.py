@@ -10,14 +10,13 @@ import keras
 import numpy as np
 from omegaconf import OmegaConf
 
-from mha_project.analysis.runs import MODEL_FILE, STAGE_DIR
 from mha_project.data.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.vocabulary import read_vocabulary
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import backbone_arguments
 from mha_project.model.pretraining import build_pretrainer
-from mha_project.run_dir import IDENTITY_FILE, RUN_FORMAT, other_format
+from mha_project.run_dir import IDENTITY_FILE, MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format
 from mha_project.training.callbacks import (
     AttentionLogger,
     FillMaskLogger,

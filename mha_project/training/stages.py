@@ -14,10 +14,8 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import DictConfig
 
-from mha_project.analysis.head_view import write_head_view
-from mha_project.analysis.runs import STAGE_DIR as PRETRAIN_DIR
-from mha_project.analysis.runs import load_model_safely
 from mha_project.atomic import write_text_atomic
+from mha_project.attention.head_view import write_head_view
 from mha_project.data.masking import with_mask_token
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts, select_texts
@@ -25,6 +23,7 @@ from mha_project.data.vocabulary import make_vectorizer, read_vocabulary, save_v
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
+from mha_project.run_dir import STAGE_DIR as PRETRAIN_DIR
 from mha_project.training.callbacks import AttentionLogger, BestWeights
 from mha_project.training.distribute import local_copy, make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
@@ -44,6 +43,7 @@ from mha_project.training.pretraining import (
     run_pretraining,
     uses_pretraining,
 )
+from mha_project.training.saving import load_model_safely
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +320,7 @@ def test_save_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inpu
 
 
 def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs) -> None:
-    """``attention.html``: the interactive head view of the probes (``mha_project/analysis/head_view.py``)."""
+    """``attention.html``: the interactive head view of the probes (``mha_project/attention/head_view.py``)."""
     probes, labels = probes_of(cfg, inputs.data)
     if not (cfg.logger.attention.html and probes and encoder_blocks(model)):
         return

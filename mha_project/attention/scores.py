@@ -131,3 +131,30 @@ def attention_entropy(scores: np.ndarray, real_rows: np.ndarray) -> np.ndarray:
     row_entropy = -(scores * np.log(p)).sum(axis=-1)  # (batch, heads, T)
     weights = real_rows[:, None, :].astype("float64")  # (batch, 1, T)
     return (row_entropy * weights).sum(axis=(0, 2)) / np.maximum(weights.sum(axis=(0, 2)), 1.0)
+
+
+def normalized_entropy_rows(scores: np.ndarray, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per query row: entropy / log(n). Returns (values (batch, heads, T), valid (batch, 1, T))."""
+    scores = np.asarray(scores, dtype="float64")
+    real = np.asarray(real, dtype=bool)
+    n = real.sum(axis=1).astype("float64")  # (batch,)
+    p = np.clip(scores, 1e-12, 1.0)
+    entropy = -(scores * np.log(p)).sum(axis=-1)  # (batch, heads, T)
+    log_n = np.log(np.maximum(n, 2.0))[:, None, None]
+    valid = (real & (n[:, None] > 1))[:, None, :]
+    return entropy / log_n, valid
+
+
+def normalized_entropy(scores: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """Mean normalised entropy of each head over the real query rows: shape (heads,); 1.0 = uniform."""
+    values, valid = normalized_entropy_rows(scores, real)
+    return masked_mean(values, np.broadcast_to(valid, values.shape))
+
+
+def masked_mean(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Mean over every axis but the heads axis (axis 1), counting only valid entries."""
+    valid = valid.astype("float64")
+    axes = tuple(a for a in range(values.ndim) if a != 1)
+    total = valid.sum(axis=axes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, (np.where(valid > 0, values, 0.0)).sum(axis=axes) / np.maximum(total, 1), np.nan)

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_project.analysis.attention import scores_for_texts
 from mha_project.atomic import write_text_atomic
+from mha_project.attention.scores import scores_for_texts
 from mha_project.data.pipeline import encode, pad_batch
 
 MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the all-queries view
@@ -81,7 +81,7 @@ def page_item(item: dict) -> dict:
 
 def asset(name: str) -> str:
     """head_view.js / .css / .html, shipped beside this module (package data)."""
-    return resources.files("mha_project.analysis").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("mha_project.attention").joinpath(name).read_text(encoding="utf-8")
 
 
 def page(payload: list[dict], title: str) -> str:

@@ -8,12 +8,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.attention import attention_entropy, scores_for_texts
-from mha_project.analysis.head_patterns import normalized_entropy
-from mha_project.analysis.head_view import class_name, prediction_caption
-from mha_project.analysis.plots import attention_grid, figure_to_png
+from mha_project.attention.head_view import class_name, prediction_caption
+from mha_project.attention.head_view_summary import write_head_view_summary
+from mha_project.attention.plots import attention_grid, figure_to_png
+from mha_project.attention.scores import attention_entropy, normalized_entropy, scores_for_texts
 from mha_project.data.pipeline import encode, pad_batch
-from mha_project.tensorboard_plugin.summary import write_head_view_summary
 
 
 def write_attention_summaries(

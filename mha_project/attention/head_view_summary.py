@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 from tensorboard.compat.proto import summary_pb2
 
-from mha_project.analysis.head_view import quantize
-from mha_project.tensorboard_plugin import PLUGIN_NAME
+from mha_project.attention import PLUGIN_NAME
+from mha_project.attention.head_view import quantize
 
 WEIGHTS, CAPTION = "weights", "caption"  # the two tags of a probe: head_view/probe_{k}/weights, .../caption
 

@@ -1,0 +1,59 @@
+"""A masked language model's answer for each ``[MASK]`` in a text (used while training and by fill_mask.py)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from mha_project.data.masking import MASK_TOKEN, mask_id_of
+from mha_project.data.pipeline import truncate_token_ids
+from mha_project.data.vocabulary import ragged_ids
+from mha_project.errors import UserError
+
+
+def encode_masked_text(text: str, vectorizer, seq_len: int, truncation: str = "head") -> np.ndarray:
+    """Token ids of ``text`` with each ``[MASK]`` (any letter case) as the mask id; truncated to seq_len
+    as training truncates (``data.truncation``)."""
+    pieces = re.split(r"\[mask\]", text, flags=re.IGNORECASE)
+    if len(pieces) == 1:
+        raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
+    mask_id = mask_id_of(vectorizer)
+    ids: list[int] = []
+    for i, piece in enumerate(pieces):
+        if i:
+            ids.append(mask_id)
+        if piece.strip():
+            ids.extend(int(t) for t in ragged_ids(vectorizer, np.asarray([piece], dtype=object)).numpy()[0])
+    kept = truncate_token_ids(tf.ragged.constant([ids], dtype=tf.int64), seq_len, truncation)[0].numpy()
+    if mask_id not in kept:
+        raise UserError(
+            f"every {MASK_TOKEN} in the text lies outside the {seq_len} tokens the model reads "
+            f"(data.seq_len={seq_len}, data.truncation={truncation})"
+        )
+    return kept.astype("int32")
+
+
+def fill_mask(
+    model, vectorizer, text: str, seq_len: int, top_k: int = 5, truncation: str = "head"
+) -> list[list[tuple[str, float]]]:
+    """For each ``[MASK]`` in ``text``: the ``top_k`` words with their probabilities."""
+    ids = encode_masked_text(text, vectorizer, seq_len, truncation)  # checks that there is a [MASK] id
+    vocabulary = vectorizer.get_vocabulary()
+    mask_id = vocabulary.index(MASK_TOKEN)
+    positions = np.flatnonzero(ids == mask_id).astype("int32")
+    model = getattr(model, "generator", model)  # ELECTRA: its generator is the masked LM
+    logits = model({"token_ids": ids[None, :], "mask_positions": positions[None, :]}, training=False)
+    logits = np.asarray(ops.convert_to_numpy(logits), "float64")[0]
+    logits[:, [0, mask_id]] = -np.inf  # padding and [MASK] are never the answer
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    top = np.argsort(-probs, axis=-1)[:, :top_k]
+    return [[(vocabulary[j], float(p[j])) for j in row] for row, p in zip(top, probs)]
+
+
+def perplexity(loss: float) -> float:
+    return float(math.exp(min(loss, 50.0)))
