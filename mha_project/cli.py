@@ -65,6 +65,26 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
+# Command-line choices that need a Hydra plugin from the `sweep` extra, and the plugin's module.
+SWEEP_PLUGINS = {
+    "hparams_search=optuna": "hydra_plugins.hydra_optuna_sweeper",
+    "hydra/launcher=joblib": "hydra_plugins.hydra_joblib_launcher",
+    "hydra/launcher=submitit_local": "hydra_plugins.hydra_submitit_launcher",
+    "hydra/launcher=slurm": "hydra_plugins.hydra_submitit_launcher",
+}
+
+
+def missing_sweep_plugin(argv: list[str]) -> str | None:
+    """The one line for a sweeper or launcher asked for on the command line but not installed."""
+    import importlib.util
+
+    for arg in argv:
+        module = SWEEP_PLUGINS.get(arg)
+        if module is not None and importlib.util.find_spec(module) is None:
+            return f'{arg} needs a Hydra plugin that is not installed ({module}): pip install -e ".[sweep]"'
+    return None
+
+
 def run_hydra_app(main) -> None:
     """Run a ``@hydra.main`` function; a command line Hydra cannot compose (``heads=abc``, ``data=nope``) is one
     line and exit 2, like every other bad value, instead of Hydra's several lines and exit 1.
@@ -76,6 +96,9 @@ def run_hydra_app(main) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    missing = missing_sweep_plugin(sys.argv[1:])
+    if missing:
+        fail(missing)
     try:
         main()
     except (HydraException, OmegaConfBaseException) as err:

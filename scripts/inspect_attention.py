@@ -47,12 +47,14 @@ def main() -> None:
     print(f"predicted: {result['predicted']} (p={result['probability']:.3f})")
     print("tokens: " + " ".join(f"{i}:{tok}" for i, tok in enumerate(result["tokens"])))
     print(
-        f"uniform attention = 1/{len(result['tokens'])} = {result['uniform']:.3f} per token; normalised entropy "
-        "1.00 = uniform, 0 = one token"
+        f"uniform attention = 1/{len(result['tokens'])} = {result['uniform']:.3f} per token. Per head: the mean "
+        "normalised entropy of its query rows (1.00 = uniform, 0 = one token), then the tokens that receive the "
+        "most attention (token@position, the mean weight the queries give it)"
     )
     for row in result["top"]:
         listed = ", ".join(f"{tok}@{i} {p:.2f}" for i, tok, p in row["tokens"])
-        print(f"layer {row['layer']} head {row['head']} (entropy {row['normalized_entropy']:.2f}): {listed}")
+        entropy = row["normalized_entropy"]
+        print(f"layer {row['layer']} head {row['head']} (row entropy {entropy:.2f}) receives most: {listed}")
     print(f"picture: {result['png']}")
     if result["html"]:
         print(f"head view: {result['html']} (open it in a browser; works offline)")

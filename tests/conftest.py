@@ -265,4 +265,5 @@ def sweep_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("sweep") / "s"
     result = run_sweep(path, "heads=0,1,2", *TINY_ANY_HEADS)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (path.parent / "stdout.txt").write_text(result.stdout)
     return path

@@ -113,7 +113,8 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     out = tmp_path / "grid.png"
     result = run_script("inspect_attention.py", str(tiny_run), "정말 맛있어요 great coffee", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "predicted: " in result.stdout and "layer 0 head 1 (entropy " in result.stdout
+    assert "predicted: " in result.stdout and "layer 0 head 1 (row entropy " in result.stdout
+    assert ") receives most: " in result.stdout and "the mean weight the queries give it" in result.stdout
     lines = result.stdout.splitlines()
     tokens = next(line for line in lines if line.startswith("tokens: ")).split()[1:]
     assert tokens[0].startswith("0:") and tokens[-1] == f"{len(tokens) - 1}:coffee"  # position-indexed

@@ -341,3 +341,20 @@ def test_a_run_or_sweep_dir_that_cannot_be_made_is_one_line(tmp_path):
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
         assert result.stderr.startswith(f"error: {key}={place} cannot be used: {why}"), result.stderr
     assert (tmp_path / "a_file").read_text() == "mine"
+
+
+def test_a_sweeper_or_launcher_of_the_sweep_extra_that_is_missing_names_the_extra(tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name.startswith("hydra_plugins.") else find_spec(name, *a)
+    )
+    for choice, plugin in (("hparams_search=optuna", "optuna_sweeper"), ("hydra/launcher=joblib", "joblib_launcher")):
+        result = run_script("train.py", "-m", choice, *TINY, f"hydra.sweep.dir={tmp_path / 's'}")
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+        assert (
+            f"error: {choice} needs a Hydra plugin that is not installed (hydra_plugins.hydra_{plugin})"
+            in result.stderr
+        )
+        assert 'pip install -e ".[sweep]"' in result.stderr and not (tmp_path / "s").exists()

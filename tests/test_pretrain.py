@@ -175,6 +175,7 @@ def test_electra_round_trips_and_fills_masks_with_its_generator(tmp_path):
     assert np.asarray(model(inputs)).shape == (1, 4)  # a "replaced" logit per token
 
 
+@pytest.mark.slow
 def test_electra_train_step_learns_to_detect_replacements():
     import keras
     import tensorflow as tf

@@ -24,6 +24,8 @@ def test_multirun_jobs_keep_their_own_results(sweep_dir):
         assert (sweep_dir / job / "model.keras").exists() and (sweep_dir / job / "tensorboard").is_dir()
     failure = json.loads((sweep_dir / "0" / "failure.json").read_text())
     assert failure["status"] == "failed" and "heads=0" in failure["reason"]
+    last = (sweep_dir.parent / "stdout.txt").read_text().strip().splitlines()[-1]
+    assert last.startswith(f"next: python scripts/sweep_report.py {sweep_dir}")  # a finished sweep says what next
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ In a multirun each job is validated by ``train()`` instead, so one bad job does 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from hydra.experimental.callback import Callback
@@ -64,3 +65,4 @@ class ValidateConfig(Callback):
         failed = list(sweep_dir.glob("*/failure.json"))
         if failed and not any(sweep_dir.glob("*/metrics.json")):
             fail(f"every job of the sweep failed ({len(failed)} failure.json files in {sweep_dir})", code=1)
+        print(f"next: python scripts/sweep_report.py {shlex.quote(str(sweep_dir))}   # the table, plot and means")
