@@ -121,6 +121,7 @@ class TrainerConfig:
     batch_size: int = checked(_positive_int, "an integer >= 1")
     lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     weight_decay: float = checked(lambda v: v >= 0, "a number >= 0")
+    clipnorm: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
     early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
     jit_compile: bool = MISSING
@@ -158,11 +159,12 @@ class PretrainConfig:
     batch_size: int = checked(_positive_int, "an integer >= 1")
     lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
+    weight_decay: float = checked(lambda v: v >= 0, "a number >= 0")
+    clipnorm: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     mask_rate: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
     dropout: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
     tie_embeddings: bool = MISSING
     extra_unlabeled: bool = MISSING
-    # `from` until the schema was typed (a Python keyword); the command line still takes it (cli.py).
     from_run: Optional[str] = checked(lambda v: v is None or v != "", "null or a run directory")
     probe_texts: List[str] = MISSING
     generator_size: Optional[float] = checked(lambda v: v is None or 0 < v <= 1, "a number in (0, 1]")

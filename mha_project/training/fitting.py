@@ -31,7 +31,9 @@ def classifier_optimizer(model, trainer_cfg, total_steps: int):
 
     def adamw(lr: float):
         schedule = warmup_cosine(lr, trainer_cfg.warmup_fraction, total_steps)
-        return keras.optimizers.AdamW(learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=1.0)
+        return keras.optimizers.AdamW(
+            learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=trainer_cfg.clipnorm
+        )
 
     ngram_lr = trainer_cfg.get("ngram_lr")
     if ngram_lr is None or getattr(model, "ngram_branch", None) is None:

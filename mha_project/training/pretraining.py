@@ -98,8 +98,8 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
 def _compile_pretrainer(model, pcfg, steps_per_epoch: int) -> None:
     optimizer = keras.optimizers.AdamW(
         learning_rate=warmup_cosine(pcfg.lr, pcfg.warmup_fraction, steps_per_epoch * pcfg.epochs),
-        weight_decay=0.01,
-        clipnorm=1.0,
+        weight_decay=pcfg.weight_decay,
+        clipnorm=pcfg.clipnorm,
     )
     if pcfg.objective == "mlm":
         model.compile(
