@@ -129,6 +129,7 @@ class TrainerConfig:
     validations_per_epoch: int = checked(_positive_int, "an integer >= 1")
     precision: str = checked(lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS))
     distribution: str = checked(lambda v: v in DISTRIBUTIONS, "one of " + ", ".join(DISTRIBUTIONS))
+    join_timeout: int = checked(_positive_int, "an integer >= 1 (seconds)")
     cpu_devices: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
     ngram_lr: Optional[float] = checked(lambda v: v is None or (math.isfinite(v) and v > 0), "null or a number > 0")
 

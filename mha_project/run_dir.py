@@ -40,6 +40,7 @@ from mha_project.atomic import write_json_atomic
 from mha_project.errors import RunDirRefused, UserError
 
 IDENTITY_FILE = "run.json"
+FAILURE_FILE = "failure.json"  # why a run stopped before it finished (train.py); the tools name the reason
 MODEL_FILE = "model.keras"  # the trained classifier
 STAGE_DIR = "pretrain"  # what the pretraining stage writes (its own model.keras, history, TensorBoard)
 
@@ -236,7 +237,7 @@ def _foreign_files(path: Path, limit: int = 3) -> list[str]:
 
 def _clear(path: Path) -> None:
     """Remove a replaced run's files (never the lock we hold, nor the Hydra log of this process)."""
-    for name in RUN_FILES + ("head_importance", "head_patterns", "inspect", "failure.json"):
+    for name in RUN_FILES + ("head_importance", "head_patterns", "inspect", FAILURE_FILE):
         target = path / name
         if target.is_dir():
             shutil.rmtree(target)
@@ -291,6 +292,12 @@ def check_run_dir(path, needs_attention: bool = False) -> Path:
             f"run dir {path} does not exist or is not a directory "
             "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
         )
+    if (path / FAILURE_FILE).is_file() and not (path / "metrics.json").is_file():
+        try:
+            reason = json.loads((path / FAILURE_FILE).read_text()).get("reason", "no reason recorded")
+        except (OSError, ValueError, AttributeError):
+            reason = f"its {FAILURE_FILE} is unreadable"
+        raise UserError(f"{path} is a run that failed before it finished: {reason}")
     if not (path / ".hydra" / "config.yaml").is_file():
         raise UserError(
             f"{path} is not a run directory: no .hydra/config.yaml "

@@ -63,6 +63,7 @@ def train(run_dirs: list[Path], overrides: list[str], timeout: int = 900) -> lis
         )
     results = []
     for run_dir, (returncode, output) in zip(run_dirs, finish_all(workers, timeout=timeout)):
+        run_dir.with_name(run_dir.name + ".out").write_text(output)  # what the process printed, beside its dir
         errors = [line for line in output.splitlines() if line.startswith("error:") or "Error: " in line]
         results.append({"returncode": returncode, "error": errors[-1:], "run_dir": str(run_dir)})
     results[0]["wall_seconds"] = round(time.perf_counter() - start, 1)

@@ -3,6 +3,7 @@ of ``scripts/data_parallel_check.py``, the one-process run also checked as a JAX
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,10 @@ def test_the_jax_backend_trains_evaluates_and_exports_a_run(check):
     run_dir = check[1] / "round_0" / "one_process"
     recorded = json.loads((run_dir / "metrics.json").read_text())
     assert recorded["hparams"]["heads"] == 2 and 0 <= recorded["test_accuracy"] <= 1
+    # Issue case: the libraries' start-up and export chatter on the JAX backend.
+    printed = run_dir.with_name("one_process.out").read_text()
+    for chatter in ("Unable to initialize backend", "Assets written to", "unsaved custom gradients", "cuInit"):
+        assert chatter not in printed, chatter
     # Evaluated again (what evaluate.py does), and the export (made through jax2tf, the tokeniser in
     # TensorFlow) answers as the model does.
     script = (
@@ -73,3 +78,25 @@ def test_the_jax_backend_trains_evaluates_and_exports_a_run(check):
     assert compared.returncode == 0, compared.stderr[-3000:]
     evaluated, difference = map(float, compared.stdout.strip().splitlines()[-2:])
     assert evaluated == pytest.approx(recorded["test_accuracy"], abs=1e-6) and difference < 1e-5
+
+
+def test_a_process_whose_peers_never_come_says_so_and_gives_up_in_one_line(tmp_path):
+    # A fresh process: JAX's distributed runtime is process-wide (and its own time-out aborts the process).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{port}",
+        "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+        "KERAS_DISTRIBUTION_PROCESS_ID": "0",
+    }
+    overrides = ["debug=tiny", "trainer.distribution=data_parallel", "data.bucketing=false", "trainer.join_timeout=3"]
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), *overrides, f"hydra.run.dir={tmp_path / 'run'}"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert f"process 0 of 2: waiting up to 3 s for the others at 127.0.0.1:{port} (coordinating" in result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: process 0 of 2 waited 3 s at 127.0.0.1:{port} and the other processes did not")
+    assert "Check failure stack trace" not in result.stderr

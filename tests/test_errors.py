@@ -107,11 +107,16 @@ def test_bad_folders(tmp_path):
 
 
 @pytest.mark.slow
-def test_tfds_offline_is_answered_in_seconds(tmp_path):
-    result = run_script(
-        "train.py", "data=imdb", f"data.data_dir={tmp_path / 'tfds'}", f"hydra.run.dir={tmp_path / 'run'}", timeout=120
-    )
+def test_tfds_offline_is_answered_in_seconds_and_the_run_dir_says_why_it_failed(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_script("train.py", "data=imdb", f"data.data_dir={tmp_path / 'tfds'}", f"hydra.run.dir={run_dir}")
     assert_clean_failure(result, "data=imdb", "data=fine_foods", "data=folder", "data.data_dir")
+    # Issue case: the half-made directory read as "not a run directory"; its record now says why it failed.
+    failure = json.loads((run_dir / "failure.json").read_text())
+    assert failure["status"] == "failed" and failure["stage"] == "started" and "data=imdb" in failure["reason"]
+    for script, *extra in (("evaluate.py",), ("inspect_attention.py", "great tea")):
+        told = run_script(script, str(run_dir), *extra)
+        assert told.returncode == 2 and f"{run_dir} is a run that failed before it finished: data=imdb" in told.stderr
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import run_script
-from mha_project.attention.head_view import decode_weights, encode_weights, head_view_html
+from mha_project.attention.head_view import asset, decode_weights, encode_weights, head_view_html
 
 
 def synthetic(n_tokens: int, heads: int = 4, layers: int = 2, seed: int = 0, texts: int = 1) -> list[dict]:
@@ -119,6 +119,12 @@ def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path)
     page.write_text(head_view_html(items, title="comment"), encoding="utf-8")
     result = _selftest(page)
     assert result["tokens"] == result["query_elements"] == 12
+    # The columns say which side is which, and an unselected head's chip stays readable.
+    dom = _chromium("--window-size=1400,1000", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()).stdout
+    titles = re.search(r'<div id="view-titles">(.*?)</div>', dom, re.S).group(1)
+    assert "queries" in titles and "keys" in titles
+    off = re.search(r"\.chip\.off \{ opacity: ([0-9.]+)", asset("head_view.css"))
+    assert float(off.group(1)) >= 0.5
 
 
 @pytest.mark.slow

@@ -386,3 +386,16 @@ def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_us
             assert latest.read_text() == before
         else:
             assert latest.is_symlink()
+
+
+def test_next_steps_quote_paths_that_need_it_and_fit_the_run(tmp_path):
+    import shlex
+
+    from mha_project.training.train import next_steps
+
+    odd = tmp_path / 'my runs <1> "x"'
+    steps = next_steps(odd, head_view=True).splitlines()[1:]
+    assert steps[0].strip() == f"python scripts/evaluate.py {shlex.quote(str(odd))}"
+    assert shlex.split(steps[0])[-1] == str(odd)  # a shell reads the path back whole
+    bag = next_steps(tmp_path / "bag", head_view=False, attention=False)
+    assert "inspect_attention.py" not in bag and "head_patterns.py" not in bag and "attention.html" not in bag

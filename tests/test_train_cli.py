@@ -164,6 +164,9 @@ def test_start_is_quiet_and_the_model_summary_is_kept(tiny_run: Path):
     summary = (tiny_run / "model_summary.txt").read_text()
     assert "MultiHeadAttention(num_heads=2, key_dim=8, value_dim=8) on embed_dim 16" in summary
     assert "Total params" in summary and "EncoderBlock" in summary
+    # One table, the backbone nested in it, counting the model's parameters only (no optimizer state).
+    params = json.loads((tiny_run / "metrics.json").read_text())["params"]
+    assert summary.count("Total params") == 1 and f"Total params: {params:,} " in summary
     assert summary.splitlines()[0] in (tiny_run / "train.log").read_text()  # also shown at the start
 
 

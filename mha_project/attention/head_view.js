@@ -22,6 +22,7 @@ function headViewMarkup(title, minWeight) {
  <div id="caption"></div>
  <div id="text-full"></div>
 </header>
+<div id="view-titles"><span class="title-q">queries: each token attends…</span><span class="title-k">…to these keys</span></div>
 <div id="view">
  <div class="col left" id="queries"></div>
  <canvas id="lines" width="300" height="10"></canvas>

@@ -7,7 +7,7 @@ import keras
 from keras import layers
 
 from mha_project.model import NGRAM_BRANCHES, POOLINGS
-from mha_project.model.backbone import EncoderBackbone, backbone_of, encoder_blocks
+from mha_project.model.backbone import EncoderBackbone, encoder_blocks
 from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
 from mha_project.model.layers import PACKAGE
 from mha_project.model.ngrams import BagOfNgrams
@@ -148,8 +148,8 @@ def build_classifier(model_cfg, vocab_size: int, num_classes: int, backbone=None
 
 
 def model_summary(model: keras.Model) -> str:
-    """Keras's layer tables (the classifier's, then its backbone's), preceded by what the tables do not
-    show: each block's attention shape."""
+    """Keras's layer table, the backbone's layers nested inside it, preceded by what the table does not show:
+    each block's attention shape. Taken before ``compile``, so its parameter counts are the model's alone."""
     blocks = encoder_blocks(model)
     head = ""
     if blocks:
@@ -161,7 +161,5 @@ def model_summary(model: keras.Model) -> str:
             f"feed-forward {block.ff_dim}\n"
         )
     lines = []
-    backbone = backbone_of(model)
-    for part in (model, backbone) if backbone not in (None, model) else (model,):
-        part.summary(line_length=80, print_fn=lambda text, line_break=True: lines.append(text))
+    model.summary(line_length=80, expand_nested=True, print_fn=lambda text, line_break=True: lines.append(text))
     return head + "\n".join(lines).rstrip() + "\n"

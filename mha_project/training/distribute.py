@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
+import sys
+import threading
 
 import keras
 import numpy as np
@@ -23,6 +26,8 @@ import tensorflow as tf
 from mha_project.config import MULTI_WORKER_UNSUPPORTED, processes
 from mha_project.errors import ConfigError
 from mha_project.model.classifier import uncompiled_copy
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -37,7 +42,7 @@ class KerasDistribution:
         return contextlib.nullcontext()
 
 
-def make_strategy(name: str):
+def make_strategy(name: str, join_timeout: int = 300):
     if name == "none":
         return tf.distribute.get_strategy()  # the default (no-op) strategy
     if name == "mirrored":
@@ -46,7 +51,7 @@ def make_strategy(name: str):
         devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
         return tf.distribute.MirroredStrategy(devices=devices)
     if name == "data_parallel":
-        return _data_parallel()
+        return _data_parallel(join_timeout)
     if name == "multi_worker":
         # Keras 3's model.fit fails under MultiWorkerMirroredStrategy ("Attempt to convert a value
         # (PerReplica...)"), reproduced here with two workers on 127.0.0.1 and reported upstream as
@@ -55,17 +60,47 @@ def make_strategy(name: str):
     raise ConfigError(f"trainer.distribution={name} is invalid: must be one of none, mirrored, data_parallel")
 
 
-def _data_parallel() -> KerasDistribution:
+def _data_parallel(join_timeout: int) -> KerasDistribution:
     import jax  # only on the JAX backend
 
     if processes() > 1:
         # JAX's CPU collectives default to none: processes on CPUs talk through gloo.
         jax.config.update("jax_cpu_collectives_implementation", os.environ.get("JAX_CPU_COLLECTIVES", "gloo"))
-        keras.distribution.initialize()  # reads KERAS_DISTRIBUTION_JOB_ADDRESSES, _NUM_PROCESSES, _PROCESS_ID
+        join_processes(join_timeout)
     devices = keras.distribution.list_devices()
     # Each process feeds its own slice of each batch, so Keras must not shard the datasets again.
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False))
     return KerasDistribution(len(devices), jax.process_index(), jax.process_count())
+
+
+def join_processes(timeout: int) -> None:
+    """Join the other processes through JAX's distributed runtime, as ``keras.distribution.initialize`` does
+    from Keras's ``KERAS_DISTRIBUTION_*`` variables, saying what it waits for; one line after ``timeout``
+    seconds without them. JAX itself ends a process whose peers never come with an abort and a C++ stack
+    trace, which no Python code can catch: a watchdog thread gives up first (the seeds, set right after,
+    are the same in every process, which is what Keras's own initialisation of them is for)."""
+    import jax
+
+    n, process_id = processes(), int(os.environ["KERAS_DISTRIBUTION_PROCESS_ID"])
+    address = os.environ["KERAS_DISTRIBUTION_JOB_ADDRESSES"].split(",")[0]
+    role = "coordinating: it listens on every interface" if process_id == 0 else "process 0 coordinates there"
+    log.info(f"process {process_id} of {n}: waiting up to {timeout} s for the others at {address} ({role})")
+    joined = threading.Event()
+
+    def give_up() -> None:
+        if not joined.wait(timeout):
+            print(
+                f"error: process {process_id} of {n} waited {timeout} s at {address} and the other processes did not "
+                "join: start the same command on each machine with its own KERAS_DISTRIBUTION_PROCESS_ID, or raise "
+                "trainer.join_timeout",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(2)
+
+    threading.Thread(target=give_up, name="join-timeout", daemon=True).start()
+    jax.distributed.initialize(address, n, process_id, initialization_timeout=timeout + 60)
+    joined.set()
 
 
 def several_processes() -> bool:

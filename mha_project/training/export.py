@@ -3,6 +3,7 @@ classification signature names them (``scores``, ``classes``) plus the predicted
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -93,13 +94,28 @@ class _RawTextServer(tf.Module):
         return {"scores": scores, "classes": classes, "predicted_class": tf.gather(self.names, tf.argmax(scores, -1))}
 
 
+@contextlib.contextmanager
+def _logger_level(name: str, level: int):
+    logger = logging.getLogger(name)
+    saved = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)
+
+
 def _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation, names) -> None:
     """Another backend's model: Keras exports it (token ids in; jax2tf for JAX), TensorFlow adds the
     tokeniser in front. ExportArchive cannot take the tokenising function here: on JAX it must be JAX code."""
     with tempfile.TemporaryDirectory() as scratch:
         model.export(scratch, format="tf_saved_model", verbose=False)
         vocabulary = vectorizer.get_vocabulary(include_special_tokens=False)
-        server = _RawTextServer(tf.saved_model.load(scratch), vocabulary, seq_len, truncation, names)
+        # Loading the scratch copy warns that jax2tf's functions have custom gradients the copy does not
+        # keep; the copy only serves, so the warning is about nothing a user has.
+        with _logger_level("tensorflow", logging.ERROR):
+            loaded = tf.saved_model.load(scratch)
+        server = _RawTextServer(loaded, vocabulary, seq_len, truncation, names)
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)  # serving needs no gradients
         _write_atomically(
             path, lambda tmp: tf.saved_model.save(server, str(tmp), signatures={"serve": server.serve}, options=options)

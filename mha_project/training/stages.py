@@ -54,7 +54,7 @@ def prepare_process(cfg: DictConfig):
     """Devices, the distribution strategy, seeds, determinism and precision; returns the strategy."""
     if cfg.trainer.cpu_devices:
         use_logical_cpus(cfg.trainer.cpu_devices)
-    strategy = make_strategy(cfg.trainer.distribution)
+    strategy = make_strategy(cfg.trainer.distribution, cfg.trainer.join_timeout)
     replicas = strategy.num_replicas_in_sync
     if cfg.trainer.batch_size < replicas:
         raise ConfigError(
@@ -203,8 +203,8 @@ def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: 
             backbone = pretrained_backbone(pretrained, cfg.model)
             log.info(f"backbone initialised from {pretrained_from}")
         model = build_classifier(cfg.model, inputs.vectorizer.vocabulary_size(), inputs.data.num_classes, backbone)
+        summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
         compile_classifier(model, cfg.trainer, plan.total_steps)
-    summary = model_summary(model)
     write_text_atomic(run_dir / "model_summary.txt", summary)
     log.info("model:\n" + summary)
     return model

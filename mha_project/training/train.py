@@ -17,6 +17,7 @@ A run directory (Hydra's output dir) ends up holding:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ from mha_project.atomic import write_json_atomic, write_text_atomic
 from mha_project.cli import fail
 from mha_project.config import processes, validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
-from mha_project.run_dir import LATEST, has_attention, latest_target, latest_text, open_run_dir
+from mha_project.run_dir import FAILURE_FILE, LATEST, has_attention, latest_target, latest_text, open_run_dir
 from mha_project.training import stages
 from mha_project.training.distribute import several_processes
 from mha_project.training.failures import disk_full, disk_full_message, first_line
@@ -85,9 +86,12 @@ def _train_into(cfg: DictConfig, run_dir: Path) -> dict:
                     "its state: resume it as one process, or start a new hydra.run.dir"
                 )
             log.info(f"resuming {run_dir} after stage '{record.stage}'")
+        with contextlib.suppress(FileNotFoundError):
+            (run_dir / FAILURE_FILE).unlink()  # an earlier try's record: this try decides again
         try:
             return _run_stages(cfg, run_dir, record)
         except Exception as err:
+            _record_failure(run_dir, record, err)
             if _records_hparams(cfg) and (run_dir / ".hydra" / "config.yaml").exists():
                 # The session started (the checks passed): mark it failed for the HParams dashboard.
                 try:
@@ -99,6 +103,17 @@ def _train_into(cfg: DictConfig, run_dir: Path) -> dict:
             raise
     finally:
         record.close()
+
+
+def _record_failure(run_dir: Path, record, err: Exception) -> None:
+    """``failure.json``: why the run stopped, for the tools that read the directory (and for a person)."""
+    reason = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {first_line(err)}"
+    if disk_full(err):
+        reason = disk_full_message(err, record)
+    try:
+        write_json_atomic(run_dir / FAILURE_FILE, {"status": "failed", "stage": record.stage, "reason": reason})
+    except OSError as write_err:  # e.g. the disk is full: the error itself is the news
+        log.warning(f"{FAILURE_FILE} could not be written: {first_line(write_err)}")
 
 
 def _helper_process(cfg: DictConfig) -> bool:
@@ -259,7 +274,7 @@ def run_from_cli(cfg: DictConfig):
                 f.write(f"{HydraConfig.get().job.num}\t{reason}\n")
         else:
             write_json_atomic(
-                _hydra_run_dir() / "failure.json",
+                _hydra_run_dir() / FAILURE_FILE,
                 {
                     "status": "failed",
                     "reason": reason,
