@@ -12,11 +12,11 @@ format:         ## fix import order and formatting in place
 	ruff check --fix .
 	ruff format .
 
-test:           ## fast tier: unit tests, about a minute
+test:           ## fast tier: the tests not marked slow (times: README, Development)
 	python -m pytest -m "not slow"
 
 test-full:      ## everything CI runs, end-to-end CLI runs included
 	python -m pytest
 
-train-debug:    ## a tiny training run in seconds
+train-debug:    ## a whole run on 160 texts (configs/debug/tiny.yaml)
 	python scripts/train.py debug=tiny

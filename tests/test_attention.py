@@ -120,7 +120,7 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     assert tokens[0].startswith("0:") and tokens[-1] == f"{len(tokens) - 1}:coffee"  # position-indexed
     assert f"uniform attention = 1/{len(tokens)} = {1 / len(tokens):.3f}" in result.stdout
     head_line = next(line for line in lines if line.startswith("layer 0 head 0 "))
-    entropy = float(head_line.split("(entropy ")[1].split(")")[0])
+    entropy = float(head_line.split("(row entropy ")[1].split(")")[0])
     assert 0.0 <= entropy <= 1.0 and "@" in head_line
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "inspect/attention/layer_0" in event_records(tiny_run / "tensorboard" / "inspect")

@@ -111,6 +111,7 @@ def test_tfds_offline_is_answered_in_seconds_and_the_run_dir_says_why_it_failed(
     run_dir = tmp_path / "run"
     result = run_script("train.py", "data=imdb", f"data.data_dir={tmp_path / 'tfds'}", f"hydra.run.dir={run_dir}")
     assert_clean_failure(result, "data=imdb", "data=fine_foods", "data=folder", "data.data_dir")
+    assert "[absl]" not in result.stdout  # TFDS's log lines before the error are not the news
     # Issue case: the half-made directory read as "not a run directory"; its record now says why it failed.
     failure = json.loads((run_dir / "failure.json").read_text())
     assert failure["status"] == "failed" and failure["stage"] == "started" and "data=imdb" in failure["reason"]

@@ -110,13 +110,18 @@ def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(s
 def test_a_single_runs_table_has_the_declared_metrics_only_and_a_failed_run_says_so(tiny_run, tmp_path):
     # Issue case: without an experiment config TensorBoard made a column of each of 36 scalars (every
     # per-head entropy, the clock); a run declares its five.
-    diverged = tmp_path / "runs" / "diverged"
+    from mha_project.training.train import point_latest_at
+
+    diverged = tmp_path / "outputs" / "runs" / "diverged"
     result = train_tiny(diverged, "lr=1e30", *QUIET)
     assert result.returncode == 2 and "training diverged" in result.stderr
+    # Issue case: TensorBoard followed outputs/runs/latest and showed the run twice; latest is a file now.
+    point_latest_at(diverged)
+    assert (diverged.parent / "latest").is_file()
     for logdir, status in ((tiny_run, "STATUS_SUCCESS"), (diverged.parent, "STATUS_FAILURE")):
         with tensorboard(logdir) as post:
             experiment = _until(post, "experiment", {"experimentName": ""}, lambda e: e.get("metricInfos"))
-            (group,) = _session_groups(post, 1)
+            (group,) = _session_groups(post, 1)  # one session per run: latest is not walked
         metrics = [m["name"]["tag"] for m in experiment["metricInfos"]]
         assert metrics == [f"hparams/{m}" for m in FINAL_METRICS] + ["epoch_accuracy"]
         # Issue case: a single run's columns opened on batch_size, dataset, ...; heads, key_dim, dropout first.

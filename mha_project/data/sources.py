@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import numbers
 import os
 import socket
@@ -18,6 +19,7 @@ import tensorflow_datasets as tfds
 
 from mha_project.data.folders import check_folder_dataset
 from mha_project.errors import ConfigError
+from mha_project.quiet import loggers_at
 
 # Hosts that tensorflow_datasets downloads these datasets from; probed once, with a short timeout,
 # so an offline machine gets an answer in seconds instead of TFDS's minutes of retries.
@@ -284,8 +286,10 @@ def _load_fine_foods(data_cfg):
 
 def _load_tfds(data_cfg):
     name = data_cfg.tfds_name
-    builder = tfds.builder(name, data_dir=data_cfg.data_dir)
-    if not builder.is_prepared():
+    with loggers_at(logging.ERROR, "absl"):  # "Variant folder ... has no dataset_info.json": not prepared, said below
+        builder = tfds.builder(name, data_dir=data_cfg.data_dir)
+        prepared = builder.is_prepared()
+    if not prepared:
         where = data_cfg.data_dir or "~/tensorflow_datasets"
         if not data_cfg.download:
             raise ConfigError(

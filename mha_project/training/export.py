@@ -3,7 +3,6 @@ classification signature names them (``scores``, ``classes``) plus the predicted
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import tempfile
@@ -13,6 +12,7 @@ import keras
 import tensorflow as tf
 
 from mha_project.data.pipeline import truncate_token_ids
+from mha_project.quiet import loggers_at
 
 
 def export_inference_model(
@@ -94,17 +94,6 @@ class _RawTextServer(tf.Module):
         return {"scores": scores, "classes": classes, "predicted_class": tf.gather(self.names, tf.argmax(scores, -1))}
 
 
-@contextlib.contextmanager
-def _logger_level(name: str, level: int):
-    logger = logging.getLogger(name)
-    saved = logger.level
-    logger.setLevel(level)
-    try:
-        yield
-    finally:
-        logger.setLevel(saved)
-
-
 def _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation, names) -> None:
     """Another backend's model: Keras exports it (token ids in; jax2tf for JAX), TensorFlow adds the
     tokeniser in front. ExportArchive cannot take the tokenising function here: on JAX it must be JAX code."""
@@ -113,7 +102,7 @@ def _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation
         vocabulary = vectorizer.get_vocabulary(include_special_tokens=False)
         # Loading the scratch copy warns that jax2tf's functions have custom gradients the copy does not
         # keep; the copy only serves, so the warning is about nothing a user has.
-        with _logger_level("tensorflow", logging.ERROR):
+        with loggers_at(logging.ERROR, "tensorflow", "absl"):  # TensorFlow logs it through absl
             loaded = tf.saved_model.load(scratch)
         server = _RawTextServer(loaded, vocabulary, seq_len, truncation, names)
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)  # serving needs no gradients
