@@ -193,6 +193,7 @@ class TrainConfig:
     seed: int = checked(lambda v: _int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]")
     deterministic: bool = MISSING
     overwrite: bool = MISSING
+    export: bool = MISSING
     optimized_metric: Optional[str] = MISSING
     # Free-form room for experiment configs (notes, tags); never read by the code.
     tags: Any = None

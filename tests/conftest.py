@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # A model and data small enough for a CI machine with 2 cores: configs/debug/tiny.yaml (heads 2 x key_dim 8,
 # embed 16, 160 examples per split, 1 epoch), the same definition people use with `debug=tiny`.
 TINY = ["debug=tiny"]
-QUIET = ["logger.attention.every_n_epochs=0"]
+# The lean profile, for a test that needs none of these artefacts: no attention images, no head view, no SavedModel.
+QUIET = ["logger.attention.every_n_epochs=0", "logger.attention.html=false", "export=false"]
 TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
 
 

@@ -58,7 +58,7 @@ def test_the_hparams_names_and_the_readme_list_follow_the_shortcut_map():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     listed = readme.split("Shortcuts you type without a group prefix:")[1].split(". Other knobs")[0]
     names = {n.strip("` \n") for n in re.sub(r"\([^)]*\)", "", listed).split(",")}
-    assert names == set(SHORTCUTS) | {"seed", "deterministic", "overwrite"}
+    assert names == set(SHORTCUTS) | {"seed", "deterministic", "overwrite", "export"}
 
 
 def test_shortcuts_reach_the_multi_head_attention_layers():

@@ -8,7 +8,7 @@ from pathlib import Path
 import keras
 import pytest
 
-from conftest import OUT_OF_RANGE, TINY, compose_cfg, run_script, train_tiny, write_folder_dataset
+from conftest import OUT_OF_RANGE, QUIET, TINY, compose_cfg, run_script, train_tiny, write_folder_dataset
 
 BAD_OVERRIDES = [
     *((override, override) for override in OUT_OF_RANGE),
@@ -162,7 +162,7 @@ def test_nan_loss_stops_with_a_clear_message(tmp_path):
 def test_a_diverged_run_keeps_no_nan_checkpoint_and_names_its_one_epoch(tmp_path):
     # Issue case: NaN weights still score the majority share, so val_accuracy alone called them "best".
     run = tmp_path / "run"
-    result = train_tiny(run, "data.limit=200", "lr=1e10", "logger.attention.every_n_epochs=0")
+    result = train_tiny(run, "data.limit=200", "lr=1e10", *QUIET)
     assert_clean_failure(result, "training diverged: loss became NaN/inf in epoch 1 of 1")
     assert "no epoch ended with finite weights, so no checkpoint is kept and no test result" in result.stderr
     assert not (run / "checkpoints" / "best.weights.h5").exists()
@@ -248,7 +248,7 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     (data / "test" / "extra").mkdir()
     (data / "test" / "extra" / "0.txt").write_text("a class with no train/ twin")
     folder_run = tmp_path / "folder_run"
-    result = train_tiny(folder_run, "data=folder", f"data.path={data}", "logger.attention.every_n_epochs=0")
+    result = train_tiny(folder_run, "data=folder", f"data.path={data}", *QUIET)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("test/extra has no train/ twin and is ignored") == 1  # it was printed three times
     # Issue case: files added to test/ after training gave another accuracy, read as the recorded one.

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_script
+from conftest import QUIET, run_script
 from mha_project.analysis.head_patterns import STAT_KEYS, head_statistics, label_head, top_tokens
 from mha_project.attention.scores import normalized_entropy
 
@@ -157,7 +157,7 @@ def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
             "data.limit=400",
             "lr=0.01",
             "seed=1",
-            "logger.attention.every_n_epochs=0",
+            *QUIET,
             "logger.tensorboard=false",
             f"model.embedding_norm={scale}",
         )

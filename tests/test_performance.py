@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import TINY, run_script, train_tiny
+from conftest import QUIET, TINY, run_script, train_tiny
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +80,7 @@ def test_benchmark_bad_variant_is_one_line():
 
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
     # A fresh process: logical CPU devices can only be made before TensorFlow initialises its devices.
-    overrides = ["trainer.distribution=mirrored", "trainer.cpu_devices=2", "logger.attention.every_n_epochs=0"]
+    overrides = ["trainer.distribution=mirrored", "trainer.cpu_devices=2", *QUIET]
     result = train_tiny(tmp_path / "run", *overrides, fresh_process=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "distribution: mirrored · replicas 2 · global batch 32" in result.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, kill_when, run_script, train_tiny
+from conftest import QUIET, ROOT, TINY, kill_when, run_script, train_tiny
 from mha_project.atomic import write_json_atomic
 
 RESUME = [
@@ -17,7 +17,7 @@ RESUME = [
     "epochs=4",
     "data.limit=600",
     "trainer.early_stopping_patience=10",
-    "logger.attention.every_n_epochs=0",
+    *QUIET,
     "model.ngram_branch=bigram",  # the encoder and the n-gram branch both resume
     "model.ngram_buckets=1024",
     "trainer.ngram_lr=0.01",  # with its own optimizer (MultiOptimizer): both optimizers' state resumes

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, TINY, compose_cfg, train_tiny
+from conftest import QUIET, ROOT, TINY, compose_cfg, train_tiny
 from mha_project.errors import UserError
 from mha_project.run_dir import differences, open_run_dir
 from mha_project.training.history import trim_history
 
-FAST = [*TINY, "logger.attention.every_n_epochs=0"]
+FAST = [*TINY, *QUIET]
 RECORD = (
     "metrics.json",
     "model.keras",
@@ -116,7 +116,7 @@ def test_cli_overwrite_never_deletes_a_users_files(tmp_path):
         (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (run_dir / name).write_text(text)
     for extra in ([], ["overwrite=true"]):
-        result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", *extra)
+        result = train_tiny(run_dir, *QUIET, *extra)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
         assert "no run of mha-project recorded (checkpoints, metrics.json, tensorboard)" in result.stderr
         assert "add overwrite=true" not in result.stderr
@@ -275,9 +275,9 @@ def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_
 
     run_dir = tmp_path / "run"
     with pytest.raises(ConfigError, match=needle):
-        train(compose_cfg(*TINY, "logger.attention.every_n_epochs=0", *overrides), run_dir)
+        train(compose_cfg(*TINY, *QUIET, *overrides), run_dir)
     assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
-    metrics = train(compose_cfg(*TINY, "logger.attention.every_n_epochs=0"), run_dir)  # the corrected command
+    metrics = train(compose_cfg(*TINY, *QUIET), run_dir)  # the corrected command
     assert metrics["epochs_run"] == 1
 
 
@@ -286,11 +286,11 @@ def test_a_value_checked_after_the_strategy_is_made_fails_in_one_line_and_leaves
     # Through the CLI: logical CPU devices can only be set up before TensorFlow initialises its devices.
     run_dir = tmp_path / "run"
     overrides = ["batch_size=1", "trainer.distribution=mirrored", "trainer.cpu_devices=2"]
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", *overrides, fresh_process=True)
+    result = train_tiny(run_dir, *QUIET, *overrides, fresh_process=True)
     assert result.returncode == 2 and "batch_size=1 is invalid with 2" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
-    fixed = train_tiny(run_dir, "logger.attention.every_n_epochs=0")  # the corrected command just runs
+    fixed = train_tiny(run_dir, *QUIET)  # the corrected command just runs
     assert fixed.returncode == 0, fixed.stderr[-2000:]
 
 

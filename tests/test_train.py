@@ -7,7 +7,7 @@ from pathlib import Path
 import keras
 import pytest
 
-from conftest import compose_cfg
+from conftest import QUIET, compose_cfg
 from mha_project.training.train import train
 
 
@@ -19,7 +19,7 @@ def float32_afterwards():
 
 @pytest.mark.slow
 def test_train_returns_what_it_records(tmp_path: Path):
-    metrics = train(compose_cfg("debug=tiny", "logger.attention.every_n_epochs=0"), tmp_path / "run")
+    metrics = train(compose_cfg("debug=tiny", *QUIET), tmp_path / "run")
     assert metrics == json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["hparams"]["heads"] == 2 and metrics["epochs_run"] == 1
     assert json.loads((tmp_path / "run" / "run.json").read_text())["stage"] == "finished"
@@ -37,9 +37,7 @@ def test_debug_overfit_drives_the_training_loss_to_about_zero(tmp_path: Path):
 @pytest.mark.parametrize("precision", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains_and_keeps_float32_probabilities(tmp_path: Path, precision):
     run_dir = tmp_path / "run"
-    metrics = train(
-        compose_cfg("debug=tiny", "logger.attention.every_n_epochs=0", f"trainer.precision={precision}"), run_dir
-    )
+    metrics = train(compose_cfg("debug=tiny", *QUIET, f"trainer.precision={precision}"), run_dir)
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] == metrics["test_loss"]  # not NaN
     model = keras.saving.load_model(run_dir / "model.keras", safe_mode=True)
     assert model.backbone.get_layer("encoder_0").attention.compute_dtype == precision.split("_")[1]
@@ -53,7 +51,7 @@ def test_early_stopping_waits_for_the_end_of_the_warm_up(tmp_path: Path):
         "epochs=12",
         "trainer.warmup_fraction=0.5",
         "trainer.early_stopping_patience=0",  # would stop at the first epoch that does not improve
-        "logger.attention.every_n_epochs=0",
+        *QUIET,
         "logger.tensorboard=false",
     )
     assert train(cfg, tmp_path / "run")["epochs_run"] >= 7  # warm-up is epochs 1-6

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import TINY, run_script, train_tiny
+from conftest import QUIET, TINY, run_script, train_tiny
 
 pytestmark = pytest.mark.slow
 
@@ -174,7 +174,7 @@ def test_the_last_lines_say_which_epoch_was_tested_and_why_training_stopped(tmp_
     # lr=1e-9: validation accuracy never improves, so early stopping (patience 1) ends training after epoch 2.
     run_dir = tmp_path / "run"
     overrides = ["epochs=4", "lr=1e-9", "trainer.early_stopping_patience=1", "trainer.warmup_fraction=0"]
-    result = train_tiny(run_dir, *overrides, "logger.attention.every_n_epochs=0")
+    result = train_tiny(run_dir, *overrides, *QUIET)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert (metrics["stopped_early"], metrics["epochs_run"], metrics["best_epoch"]) == (True, 2, 1)
@@ -190,7 +190,7 @@ def test_several_validations_per_epoch(tmp_path):
     from mha_project.training.history import time_to_accuracy
 
     run_dir = tmp_path / "run"
-    result = train_tiny(run_dir, "trainer.validations_per_epoch=2", "logger.attention.every_n_epochs=0")
+    result = train_tiny(run_dir, "trainer.validations_per_epoch=2", *QUIET)
     assert result.returncode == 0, result.stderr[-3000:]
     with open(run_dir / "history.csv", newline="") as f:
         rows = list(csv.DictReader(f))

@@ -308,6 +308,9 @@ def test_save_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inpu
         save_model_atomic(model, run_dir / "model.keras")
         record.finish_stage("saved")
     if not record.done("exported"):
+        if not cfg.export:  # export=false: model.keras is the run's model, no SavedModel beside it
+            record.finish_stage("exported")
+            return
         export_inference_model(
             model,
             inputs.vectorizer,
