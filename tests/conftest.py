@@ -68,8 +68,8 @@ def small_model_config(**changes):
 
 # Scripts whose own command line the tests drive in process, through the same ``main`` a user runs: the
 # analysis tools (argparse, a library call, one-line errors) and ``train.py`` (Hydra's ``@hydra.main``:
-# it composes, runs the callbacks and ``train(cfg)``, then clears Hydra's global state). A fresh Python +
-# TensorFlow start-up per call was most of the suite's time. The benchmarks and the checks of several
+# it composes, runs the callbacks and ``train(cfg)``, then clears Hydra's global state), and the benchmark.
+# A fresh Python + TensorFlow start-up per call was most of the suite's time. The checks of several
 # processes stay subprocesses; so does any call with its own environment, and every test that asks for
 # ``fresh_process=True`` says why in one line.
 IN_PROCESS_SCRIPTS = {
@@ -81,6 +81,7 @@ IN_PROCESS_SCRIPTS = {
     "head_importance.py",
     "sweep_report.py",
     "time_to_accuracy.py",
+    "benchmark.py",
 }
 
 
