@@ -30,8 +30,9 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
+from mha_project.checks import validate_config
 from mha_project.cli import fail, import_tensorflow_quietly
-from mha_project.config import register_configs, validate_config
+from mha_project.config import register_configs
 from mha_project.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from conftest import OUT_OF_RANGE, ROOT, run_script
-from mha_project.config import register_configs, validate_config
+from mha_project.checks import validate_config
+from mha_project.config import register_configs
 from mha_project.errors import ConfigError
 
 register_configs()
@@ -129,7 +130,7 @@ def test_an_odd_key_dim_with_rotary_positions_is_refused_before_anything_runs():
 
 def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
     # Issue case: seq_len=100000 data.bucketing=false ended in ResourceExhaustedError.
-    from mha_project.config import attention_memory_bytes
+    from mha_project.checks import attention_memory_bytes
 
     with pytest.raises(ConfigError, match=r"^seq_len=100000 is invalid with data.bucketing=false here: .* GiB"):
         validate_config(compose_train("seq_len=100000", "data.bucketing=false"))

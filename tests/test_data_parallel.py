@@ -29,6 +29,7 @@ def check(tmp_path_factory) -> tuple[dict, Path]:
     return verdict, out
 
 
+@pytest.mark.subprocess
 def test_two_processes_train_the_model_one_process_trains(check):
     verdict, out = check
     assert [r["returncode"] for r in verdict["one_process"] + verdict["2_processes"]] == [0, 0, 0], verdict
@@ -48,6 +49,7 @@ def test_two_processes_train_the_model_one_process_trains(check):
     assert "process 0 of 2" in log and "process 1 of 2" not in log
 
 
+@pytest.mark.subprocess
 def test_the_jax_backend_trains_evaluates_and_exports_a_run(check):
     # Issue case: KERAS_BACKEND=jax stopped at make_vectorizer (ragged output is TensorFlow-only in Keras).
     run_dir = check[1] / "round_0" / "one_process"
@@ -80,6 +82,7 @@ def test_the_jax_backend_trains_evaluates_and_exports_a_run(check):
     assert evaluated == pytest.approx(recorded["test_accuracy"], abs=1e-6) and difference < 1e-5
 
 
+@pytest.mark.subprocess
 def test_a_process_whose_peers_never_come_says_so_and_gives_up_in_one_line(tmp_path):
     # A fresh process: JAX's distributed runtime is process-wide (and its own time-out aborts the process).
     with socket.socket() as s:

@@ -272,7 +272,7 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
 
 
 def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_batches_that_split(tmp_path):
-    from mha_project.config import validate_config
+    from mha_project.checks import validate_config
     from mha_project.errors import ConfigError
 
     cfg = compose_cfg("trainer.distribution=data_parallel")
@@ -301,6 +301,7 @@ def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_b
             validate_config(cfg)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "backend,needle",
     [
@@ -316,7 +317,7 @@ def test_a_backend_that_cannot_train_is_one_line_before_anything_loads(tmp_path,
 
 
 def test_a_missing_backend_names_the_extra_that_brings_it(monkeypatch):
-    from mha_project.config import validate_config
+    from mha_project.checks import validate_config
     from mha_project.errors import ConfigError
 
     monkeypatch.setenv("KERAS_BACKEND", "jax")
@@ -326,7 +327,7 @@ def test_a_missing_backend_names_the_extra_that_brings_it(monkeypatch):
 
 
 def test_an_ngram_table_larger_than_memory_is_refused_up_front():
-    from mha_project.config import validate_config
+    from mha_project.checks import validate_config
     from mha_project.errors import ConfigError
 
     with pytest.raises(ConfigError, match="model.ngram_buckets=1099511627776 is invalid here: its table"):

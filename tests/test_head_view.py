@@ -83,6 +83,7 @@ def _width_used(pixels: np.ndarray, top: int = 200) -> float:
     return (columns[-1] - columns[0] + 1) / pixels.shape[1] if len(columns) else 0.0
 
 
+@pytest.mark.browser
 @pytest.mark.slow
 def test_head_view_in_a_real_browser_for_512_tokens(tmp_path):
     page = tmp_path / "view.html"
@@ -109,6 +110,7 @@ def test_head_view_in_a_real_browser_for_512_tokens(tmp_path):
     assert ink < (pixels_all[200:, :, :3].mean(-1) < 0.85).mean()  # one head draws less than all four
 
 
+@pytest.mark.browser
 @pytest.mark.slow
 def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path):
     # Issue case: "<!--<script>" in the data put the browser's parser in a state where the script never ran.
@@ -127,6 +129,7 @@ def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path)
     assert float(off.group(1)) >= 0.5
 
 
+@pytest.mark.browser
 @pytest.mark.slow
 def test_every_run_writes_a_head_view_and_inspect_writes_one_on_request(tiny_run: Path, tmp_path):
     run_page = tiny_run / "attention.html"

@@ -77,6 +77,7 @@ def _session_groups(post, count: int) -> list[dict]:
     return _until(post, "session_groups", body, lambda g: len(g.get("sessionGroups", [])) == count)["sessionGroups"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(sweep_dir):
     # sweep_dir: heads=0 (refused before it starts), 1 and 2.
@@ -106,6 +107,7 @@ def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(s
     assert recorded == shown
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_single_runs_table_has_the_declared_metrics_only_and_a_failed_run_says_so(tiny_run, tmp_path):
     # Issue case: without an experiment config TensorBoard made a column of each of 36 scalars (every

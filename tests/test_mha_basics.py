@@ -1,6 +1,7 @@
 import importlib.util
 
 import numpy as np
+import pytest
 
 from conftest import ROOT, run_script
 
@@ -21,6 +22,7 @@ def test_seed_example_shapes():
     np.testing.assert_allclose(np.asarray(scores).sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.subprocess
 def test_mha_basics_script_prints_shapes():
     # A fresh process: its start-up must be quiet (TensorFlow is imported quietly before Keras).
     result = run_script("mha_basics.py", fresh_process=True)

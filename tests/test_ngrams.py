@@ -63,6 +63,7 @@ def test_the_wide_and_deep_run_exports_what_model_keras_answers(tmp_path: Path):
     load_run(run_dir, needs_attention=True)
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: Path):
     run_dir = tmp_path / "run"

@@ -7,6 +7,7 @@ import pytest
 from conftest import ROOT
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_walkthrough_notebook_executes_and_shows_what_it_promises():
     nbclient = pytest.importorskip("nbclient")  # in the [dev] and [notebook] extras

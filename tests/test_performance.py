@@ -78,6 +78,7 @@ def test_benchmark_bad_variant_is_one_line():
     assert result.returncode == 2 and "no_such_key" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.subprocess
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
     # A fresh process: logical CPU devices can only be made before TensorFlow initialises its devices.
     overrides = ["trainer.distribution=mirrored", "trainer.cpu_devices=2", *QUIET]

@@ -274,7 +274,7 @@ def test_encode_masked_text_and_its_errors():
     ],
 )
 def test_bad_pretrain_values_are_one_line_errors(override, message):
-    from mha_project.config import validate_config
+    from mha_project.checks import validate_config
 
     extra = ["pretrain=mlm"] if "extra_unlabeled" in override else []
     extra = ["pretrain=electra"] if "generator_size" in override else extra
@@ -284,7 +284,7 @@ def test_bad_pretrain_values_are_one_line_errors(override, message):
 
 
 def test_pretrain_from_and_pretrain_mlm_together_are_refused(tmp_path):
-    from mha_project.config import validate_config
+    from mha_project.checks import validate_config
 
     with pytest.raises(ConfigError, match="so this run does not pretrain: drop pretrain=mlm"):
         validate_config(compose_cfg("pretrain=mlm", f"pretrain.from_run={tmp_path}"))
@@ -387,6 +387,7 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
     assert "the coffee was [MASK] and bitter" in text and text.count("(0.") + text.count("(1.") == 5
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_registering_the_projects_classes_is_enough_to_load_the_stage_model(pretrained_run):
     """As for the classifier (README "What a run leaves behind"): a fresh interpreter, nothing but
@@ -461,6 +462,7 @@ def test_pretrain_from_reuses_the_encoder_and_checks_it(pretrained_run, tmp_path
     assert fill.returncode == 2 and f"ask that run: python scripts/fill_mask.py {source}" in fill.stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_kill_inside_pretraining_then_resume(tmp_path):
     run_dir = tmp_path / "run"

@@ -31,6 +31,7 @@ def history_epochs(path: Path) -> list[int]:
         return [int(r["epoch"]) for r in csv.DictReader(f) if r.get("epoch", "").isdigit()]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_sigkill_after_first_epoch_then_resume(tmp_path):
     run_dir = tmp_path / "run"
@@ -70,6 +71,7 @@ def test_sigkill_after_first_epoch_then_resume(tmp_path):
     assert "Epoch 1/4" not in resumed_epochs
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_same_seed_deterministic_runs_give_identical_numbers(tmp_path):
     results = []
@@ -92,6 +94,7 @@ def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temp file left behind
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True, reason="Keras 3 model.fit under MultiWorkerMirroredStrategy fails (keras-team/keras#20585)"
@@ -130,6 +133,7 @@ def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_f
     assert (run_dir / "export" / "saved_model.pb").exists() and metrics["epochs_run"] == 1
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_full_disk_through_the_cli_is_one_line_and_the_run_resumes_when_space_is_freed(tmp_path):
     # A real full file system: a tmpfs too small for a tiny run (mounting needs root, as CI runs).

@@ -223,6 +223,7 @@ def test_overwrite_true_replaces_the_run(finished_run, tmp_path):
     assert "epochs: 1" in (run_dir / ".hydra" / "config.yaml").read_text()
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_two_processes_on_one_run_dir(tmp_path):
     run_dir = tmp_path / "run"
@@ -281,6 +282,7 @@ def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_
     assert metrics["epochs_run"] == 1
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_value_checked_after_the_strategy_is_made_fails_in_one_line_and_leaves_a_replaceable_dir(tmp_path):
     # Through the CLI: logical CPU devices can only be set up before TensorFlow initialises its devices.

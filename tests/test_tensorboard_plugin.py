@@ -59,6 +59,8 @@ def _status(url: str) -> tuple[int, str]:
         return err.code, err.read().decode()
 
 
+@pytest.mark.browser
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoch(
     long_probe_run, attention_sweep, tmp_path

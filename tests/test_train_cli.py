@@ -72,6 +72,7 @@ def test_run_directory_is_complete(tiny_run: Path):
     assert not (tiny_run / "backup").exists()  # BackupAndRestore cleans up after a finished run
 
 
+@pytest.mark.subprocess
 def test_exported_model_takes_raw_strings_and_names_its_outputs(tiny_run: Path):
     import shutil
 
@@ -142,6 +143,7 @@ def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
     assert f"open {tiny_run / 'attention.html'} in a browser" in stdout
 
 
+@pytest.mark.subprocess
 def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
     # mha_project.register_keras_objects() is all Keras needs to load the model (README "What a run leaves
     # behind"): a fresh interpreter, where nothing else has imported the project's layers.

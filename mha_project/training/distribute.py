@@ -23,7 +23,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from mha_project.config import MULTI_WORKER_UNSUPPORTED, processes
+from mha_project.checks import processes
+from mha_project.config import MULTI_WORKER_UNSUPPORTED
 from mha_project.errors import ConfigError
 from mha_project.model.classifier import uncompiled_copy
 

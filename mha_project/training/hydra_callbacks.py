@@ -13,8 +13,8 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from mha_project.checks import validate_config
 from mha_project.cli import fail
-from mha_project.config import validate_config
 from mha_project.errors import ConfigError
 
 # Beside the job dirs of a sweep: one line per job refused because its dir holds another run.

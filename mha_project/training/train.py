@@ -32,8 +32,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic, write_text_atomic
+from mha_project.checks import processes, validate_config
 from mha_project.cli import fail
-from mha_project.config import processes, validate_config
 from mha_project.errors import ConfigError, RunDirRefused, UserError
 from mha_project.run_dir import FAILURE_FILE, LATEST, has_attention, latest_target, latest_text, open_run_dir
 from mha_project.training import stages

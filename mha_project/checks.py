@@ -1,0 +1,249 @@
+"""The checks a schema cannot express: values that depend on each other, on the machine, the environment or
+the file system. :func:`validate_config` runs each field's own range check (``checked`` in
+:mod:`mha_project.config`), then one check per section, and raises :class:`ConfigError` with one line naming
+the key, the value and what is allowed. No TensorFlow: Hydra's callback runs it before anything loads."""
+
+from __future__ import annotations
+
+import os
+
+from omegaconf import DictConfig, OmegaConf
+
+from mha_project.config import (
+    MULTI_WORKER_UNSUPPORTED,
+    UNLABELED_DATASETS,
+    TrainConfig,
+    field_checks,
+    not_a_setting,
+    unknown_keys,
+)
+from mha_project.data.folders import check_folder_dataset
+from mha_project.errors import ConfigError
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Raise ConfigError for the first value that is out of range. Touches no file."""
+    unknown = unknown_keys(cfg, TrainConfig)
+    if unknown:
+        raise ConfigError(not_a_setting(unknown[0]))
+    _check_backend()
+    for key, shown, ok, allowed in field_checks(TrainConfig):
+        value = OmegaConf.select(cfg, key)
+        try:
+            good = ok(value)
+        except TypeError:
+            good = False
+        if not good:
+            where = "" if shown == key else f" ({key})"
+            raise ConfigError(f"{shown}={_fmt(value)}{where} is invalid: must be {allowed}")
+    _check_data(cfg)
+    _check_model(cfg)
+    _check_trainer(cfg)
+    _check_pretrain(cfg)
+    _check_logger(cfg)
+
+
+def _check_data(cfg: DictConfig) -> None:
+    if cfg.data.seq_len > cfg.model.max_len:
+        raise ConfigError(
+            f"data.seq_len={cfg.data.seq_len} is invalid: must be <= model.max_len={cfg.model.max_len} "
+            "(the position table's length); set seq_len=N to change both"
+        )
+    if cfg.data.name != "folder":
+        return
+    path = cfg.data.path
+    if not path:
+        raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
+    if not os.path.isdir(path):
+        raise ConfigError(f"data.path={path} does not exist or is not a directory")
+    missing = [s for s in ("train", "test") if not os.path.isdir(os.path.join(path, s))]
+    if missing:
+        raise ConfigError(
+            f"data.path={path} has no {' or '.join(s + '/' for s in missing)} folder: "
+            "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt"
+        )
+    check_folder_dataset(path)
+
+
+def _check_model(cfg: DictConfig) -> None:
+    if cfg.model.position_encoding == "rotary" and cfg.model.key_dim % 2:
+        raise ConfigError(
+            f"key_dim={cfg.model.key_dim} is invalid with model.position_encoding=rotary: rotary positions rotate "
+            "pairs of query/key features, so key_dim must be even"
+        )
+    _check_attention_memory(cfg)
+    _check_ngram_memory(cfg)
+    if cfg.model.ngram_branch == "bigram_alone" and (cfg.pretrain.objective != "none" or cfg.pretrain.from_run):
+        raise ConfigError(
+            "model.ngram_branch=bigram_alone is invalid with pretraining: a bag of n-grams alone has no encoder "
+            "to pretrain; use model.ngram_branch=bigram (the bag beside the encoder)"
+        )
+
+
+def _check_trainer(cfg: DictConfig) -> None:
+    if cfg.trainer.ngram_lr is not None and cfg.model.ngram_branch == "none":
+        raise ConfigError(
+            f"trainer.ngram_lr={cfg.trainer.ngram_lr} is invalid with model.ngram_branch=none: it is the n-gram "
+            "branch's learning rate; add model.ngram_branch=bigram or leave trainer.ngram_lr=null"
+        )
+    if cfg.trainer.distribution == "multi_worker":
+        raise ConfigError(MULTI_WORKER_UNSUPPORTED)
+    if cfg.trainer.distribution == "data_parallel":
+        _check_data_parallel(cfg)
+
+
+def _check_logger(cfg: DictConfig) -> None:
+    for text in cfg.logger.attention.probe_texts:
+        if not _has_words(text):
+            raise ConfigError(
+                f"logger.attention.probe_texts has {text!r}, which has no words after lower-casing and "
+                "removing punctuation (as TextVectorization does): give probes with words"
+            )
+
+
+def attention_memory_bytes(batch_size: int, num_heads: int, num_layers: int, length: int) -> int:
+    """About what one training step's attention needs at ``length`` tokens: per layer the scores, the
+    probabilities and their gradient, ``batch x heads x length^2`` float32 values each."""
+    return 3 * num_layers * batch_size * num_heads * length * length * 4
+
+
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _check_ngram_memory(cfg: DictConfig) -> None:
+    # The hashed-bigram table, its gradient and AdamW's two moments: float32, known before anything loads.
+    if cfg.model.ngram_branch == "none":
+        return
+    need, have = 4 * 4 * cfg.model.ngram_buckets * cfg.model.ngram_dim, _memory_bytes()
+    if need > have:
+        raise ConfigError(
+            f"model.ngram_buckets={cfg.model.ngram_buckets} is invalid here: its table (x model.ngram_dim="
+            f"{cfg.model.ngram_dim}, with its gradient and optimizer state) would need about {need / 2**30:,.0f} GiB "
+            f"against this machine's {have / 2**30:,.0f} GiB; lower model.ngram_buckets (default 262144)"
+        )
+
+
+BACKENDS = ("tensorflow", "jax")  # Keras backends this project trains on (README "Keras backends")
+
+
+def _check_backend() -> None:
+    import importlib.util
+
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend not in BACKENDS:
+        raise ConfigError(
+            f"KERAS_BACKEND={backend} is invalid: this project trains on KERAS_BACKEND=tensorflow (the default) or "
+            'KERAS_BACKEND=jax (pip install -e ".[jax]")'
+        )
+    if importlib.util.find_spec(backend) is None:
+        raise ConfigError(f'KERAS_BACKEND={backend} is not installed here: pip install -e ".[{backend}]"')
+
+
+def _check_attention_memory(cfg: DictConfig) -> None:
+    # Without bucketing every batch pads to seq_len, so the size is known before any data is read.
+    if cfg.data.bucketing:
+        return
+    need = attention_memory_bytes(cfg.trainer.batch_size, cfg.model.num_heads, cfg.model.num_layers, cfg.data.seq_len)
+    have = _memory_bytes()
+    if need > have:
+        raise ConfigError(
+            f"seq_len={cfg.data.seq_len} is invalid with data.bucketing=false here: every batch pads to it, and "
+            f"attention alone would need about {need / 2**30:,.0f} GiB per step (batch_size={cfg.trainer.batch_size} "
+            f"x heads={cfg.model.num_heads} x seq_len^2 x layers={cfg.model.num_layers}) against this machine's "
+            f"{have / 2**30:,.0f} GiB: lower seq_len or batch_size, or set data.bucketing=true"
+        )
+
+
+def processes() -> int:
+    """How many processes train together: Keras's ``KERAS_DISTRIBUTION_NUM_PROCESSES`` (keras.distribution)."""
+    value = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"KERAS_DISTRIBUTION_NUM_PROCESSES={value} is invalid: must be an integer >= 1")
+    return int(value)
+
+
+def _check_data_parallel(cfg: DictConfig) -> None:
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if backend != "jax":
+        raise ConfigError(
+            f"trainer.distribution=data_parallel is invalid with KERAS_BACKEND={backend}: it is keras.distribution, "
+            "which trains on the JAX backend; run KERAS_BACKEND=jax python scripts/train.py ..."
+        )
+    n = processes()
+    if n == 1:
+        return
+    if not os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
+        raise ConfigError(
+            f"KERAS_DISTRIBUTION_NUM_PROCESSES={n} needs KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT, the address of "
+            'process 0, which coordinates (README "Multi-device")'
+        )
+    process_id = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "")
+    if not (process_id.isascii() and process_id.isdigit() and int(process_id) < n):
+        raise ConfigError(
+            f"KERAS_DISTRIBUTION_PROCESS_ID={process_id} is invalid with KERAS_DISTRIBUTION_NUM_PROCESSES={n}: "
+            f"must be one of 0..{n - 1}, a different one on each machine"
+        )
+    # Every process must step through batches of one shape at once, and the same number of them.
+    if cfg.data.bucketing:
+        raise ConfigError(
+            f"data.bucketing=true is invalid with {n} processes: each process's length buckets would give it "
+            "other batch shapes and counts than the others; set data.bucketing=false"
+        )
+    if cfg.trainer.batch_size % n:
+        raise ConfigError(
+            f"batch_size={cfg.trainer.batch_size} is invalid with {n} processes: the global batch is split evenly "
+            f"between them, so it must be a multiple of {n}"
+        )
+    if cfg.pretrain.objective != "none":
+        raise ConfigError(f"pretrain={cfg.pretrain.objective} is invalid with {n} processes: pretrain on one")
+
+
+def _check_pretrain(cfg: DictConfig) -> None:
+    pretrain = cfg.pretrain
+    probes = pretrain.probe_texts
+
+    def has_mask(text) -> bool:
+        return isinstance(text, str) and "[mask]" in text.lower()
+
+    if not OmegaConf.is_list(probes) or not all(has_mask(t) for t in probes):
+        bad = probes if not OmegaConf.is_list(probes) else next(t for t in probes if not has_mask(t))
+        raise ConfigError(
+            f"pretrain.probe_texts has {bad!r}: each probe must be a sentence with [MASK] where a word goes"
+        )
+    if pretrain.extra_unlabeled and cfg.data.name not in UNLABELED_DATASETS:
+        raise ConfigError(
+            f"pretrain.extra_unlabeled=true is invalid with data={cfg.data.name}: it has no unlabeled texts; "
+            "data=imdb (TFDS `unsupervised` split) and data=folder (train/unsup/) have"
+        )
+    if pretrain.extra_unlabeled and pretrain.objective == "none":
+        raise ConfigError("pretrain.extra_unlabeled=true needs a pretraining stage: add pretrain=mlm")
+    if pretrain.objective == "electra" and os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        raise ConfigError(
+            f"pretrain=electra is invalid with KERAS_BACKEND={os.environ['KERAS_BACKEND']}: its train step "
+            "(two losses and a sampling step) is written in TensorFlow; use pretrain=mlm there"
+        )
+    if pretrain.objective == "electra":
+        for key, allowed in (("generator_size", "a number in (0, 1]"), ("discriminator_weight", "a number > 0")):
+            if pretrain[key] is None:
+                raise ConfigError(f"pretrain.{key}=null is invalid with pretrain=electra: must be {allowed}")
+    source = pretrain.from_run
+    if source is not None and pretrain.objective != "none":
+        raise ConfigError(
+            f"pretrain.from_run={source} reuses that run's pretrained backbone, so this run does not pretrain: "
+            f"drop pretrain={pretrain.objective} (or pretrain.from_run)"
+        )
+    if source is not None and not os.path.isdir(source):
+        raise ConfigError(f"pretrain.from_run={source} does not exist or is not a directory")
+
+
+def _has_words(text: str) -> bool:
+    """Whether Keras's default standardisation (lower case, strip ASCII punctuation) leaves a token."""
+    import re
+    import string
+
+    return bool(re.sub(f"[{re.escape(string.punctuation)}]", " ", str(text)).split())
+
+
+def _fmt(value) -> str:
+    return "null" if value is None else str(value)
