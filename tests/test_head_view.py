@@ -127,6 +127,16 @@ def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path)
     assert "queries" in titles and "keys" in titles
     off = re.search(r"\.chip\.off \{ opacity: ([0-9.]+)", asset("head_view.css"))
     assert float(off.group(1)) >= 0.5
+    # A view mounted inside a page keeps to its own elements: another "caption" on the page is left alone.
+    hosted = tmp_path / "hosted.html"
+    source = head_view_html(items, title="hosted").replace(
+        "<body>", '<body><div id="caption">outer</div><div id="mount"></div>', 1
+    )
+    hosted.write_text(
+        source.replace("mountHeadView(document.body,", 'mountHeadView(document.getElementById("mount"),', 1)
+    )
+    dom = _chromium("--window-size=1400,1000", "--virtual-time-budget=10000", "--dump-dom", hosted.as_uri()).stdout
+    assert '<div id="caption">outer</div>' in dom and "12 tokens" in dom.split('<div id="mount">')[1]
 
 
 @pytest.mark.browser

@@ -39,7 +39,7 @@ function mountHeadView(root, data, options) {
   let DATA = data, WIDTH = 300, cache = {};
   const state = { text: 0, layer: 0, isolated: 0, hover: null, drawn: 0 };  // isolated: a head, or null = all
   root.innerHTML = headViewMarkup(options.title, MIN_WEIGHT);
-  const $ = id => document.getElementById(id);
+  const $ = id => root.querySelector("#" + id);  // this view's own elements: a page may hold others
 
   function weights(t, l) {  // Float32Array (heads * n * n), decoded once per text and layer
     const key = t + "/" + l;
@@ -106,7 +106,7 @@ function mountHeadView(root, data, options) {
     const canvas = $("lines"), ctx = canvas.getContext("2d");
     ctx.clearRect(0, 0, canvas.width, canvas.height);
     const shown = heads();
-    document.querySelectorAll(".chip").forEach(c => {
+    root.querySelectorAll(".chip").forEach(c => {
       const h = c.dataset.head === "all" ? null : Number(c.dataset.head);
       c.classList.toggle("off", h !== null && !shown.includes(h));
       c.classList.toggle("isolated", state.isolated === h);
@@ -178,18 +178,18 @@ function mountHeadView(root, data, options) {
   function selftest() {  // what a person would do: look, click a head, hover tokens; record each picture
     const record = label => ({ step: label, lines: state.drawn, checksum: canvasChecksum(), isolated: state.isolated });
     const steps = [record("default")];
-    document.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
-    const chips = document.querySelectorAll(".chip");
+    root.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
+    const chips = root.querySelectorAll(".chip");
     chips[chips.length > 2 ? 1 : 0].click(); steps.push(record("click head chip"));
-    document.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first query"));
-    document.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseleave"));
-    document.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
-    const weightsShown = [...document.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
-    document.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseleave"));
+    root.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first query"));
+    root.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseleave"));
+    root.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
+    const weightsShown = [...root.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
+    root.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseleave"));
     return {
       tokens: DATA[state.text].tokens.length,
-      query_elements: document.querySelectorAll("#queries .token").length,
-      key_elements: document.querySelectorAll("#keys .token").length,
+      query_elements: root.querySelectorAll("#queries .token").length,
+      key_elements: root.querySelectorAll("#keys .token").length,
       heads: DATA[state.text].heads, steps, weights_shown_on_hover: weightsShown,
       canvas_width: WIDTH, window_width: document.documentElement.clientWidth };
   }
