@@ -14,6 +14,7 @@ from mha_project.config import (
     UNLABELED_DATASETS,
     TrainConfig,
     field_checks,
+    keras_backend,
     not_a_setting,
     unknown_keys,
 )
@@ -130,7 +131,7 @@ BACKENDS = ("tensorflow", "jax")  # Keras backends this project trains on (READM
 def _check_backend() -> None:
     import importlib.util
 
-    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    backend = keras_backend()
     if backend not in BACKENDS:
         raise ConfigError(
             f"KERAS_BACKEND={backend} is invalid: this project trains on KERAS_BACKEND=tensorflow (the default) or "
@@ -164,7 +165,7 @@ def processes() -> int:
 
 
 def _check_data_parallel(cfg: DictConfig) -> None:
-    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    backend = keras_backend()
     if backend != "jax":
         raise ConfigError(
             f"trainer.distribution=data_parallel is invalid with KERAS_BACKEND={backend}: it is keras.distribution, "
@@ -218,9 +219,9 @@ def _check_pretrain(cfg: DictConfig) -> None:
         )
     if pretrain.extra_unlabeled and pretrain.objective == "none":
         raise ConfigError("pretrain.extra_unlabeled=true needs a pretraining stage: add pretrain=mlm")
-    if pretrain.objective == "electra" and os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+    if pretrain.objective == "electra" and keras_backend() != "tensorflow":
         raise ConfigError(
-            f"pretrain=electra is invalid with KERAS_BACKEND={os.environ['KERAS_BACKEND']}: its train step "
+            f"pretrain=electra is invalid with KERAS_BACKEND={keras_backend()}: its train step "
             "(two losses and a sampling step) is written in TensorFlow; use pretrain=mlm there"
         )
     if pretrain.objective == "electra":

@@ -10,6 +10,7 @@ or the file system.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
@@ -47,6 +48,11 @@ SHORTCUTS = {
     "batch_size": ("trainer.batch_size",),
     "lr": ("trainer.lr",),
 }
+
+
+def keras_backend() -> str:
+    """The Keras backend this process runs on: ``KERAS_BACKEND``, Keras's own default when unset."""
+    return os.environ.get("KERAS_BACKEND", "tensorflow")
 
 
 def _int(v):

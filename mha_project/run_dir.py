@@ -37,6 +37,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic
+from mha_project.config import keras_backend
 from mha_project.errors import RunDirRefused, UserError
 
 IDENTITY_FILE = "run.json"
@@ -90,7 +91,7 @@ def identity(cfg: DictConfig) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     ident = {k: resolved[k] for k in IDENTITY_KEYS}
     ident["pretrain"] = {k: v for k, v in ident["pretrain"].items() if k != "probe_texts"}  # not the model
-    ident["backend"] = os.environ.get("KERAS_BACKEND", "tensorflow")  # Keras's own default
+    ident["backend"] = keras_backend()
     return ident
 
 
@@ -213,6 +214,15 @@ def _read_identity(path: Path) -> dict | None:
     return stored
 
 
+def recorded(path: Path) -> dict:
+    """What ``path``'s run.json holds, for a reader ({} when there is none or it cannot be read)."""
+    try:
+        stored = json.loads((Path(path) / IDENTITY_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return stored if isinstance(stored, dict) else {}
+
+
 def other_format(path: Path, found) -> str:
     return (
         f"{path} holds a run of format {found if found is not None else '0 (no format recorded)'}, written by "
@@ -314,10 +324,7 @@ def check_run_dir(path, needs_attention: bool = False) -> Path:
             f"{path} is a run that never finished (missing {', '.join(missing)}); "
             f"resume it with: python scripts/train.py hydra.run.dir={path} <same overrides>"
         )
-    try:
-        found = json.loads((path / IDENTITY_FILE).read_text()).get("format")
-    except (OSError, ValueError, AttributeError):
-        found = None
+    found = recorded(path).get("format")
     if found != RUN_FORMAT:
         raise UserError(other_format(path, found))
     if needs_attention:

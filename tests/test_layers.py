@@ -8,13 +8,8 @@ from mha_project.attention.scores import attention_scores
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.model.heads import MaskedMeanPooling
-from mha_project.model.layers import (
-    EncoderBlock,
-    LocalConvolution,
-    RotaryMultiHeadAttention,
-    TokenAndPositionEmbedding,
-    rotate_positions,
-)
+from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
+from mha_project.model.rotary import RotaryMultiHeadAttention, rotate_positions
 
 
 def model_cfg(**kw):

@@ -3,8 +3,10 @@
 Importing this package is cheap (no Keras): ``mha_project.config`` reads the options below.
 """
 
+PACKAGE = "mha_project"  # the package every layer and model here is registered under with Keras
+
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
-POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (model/layers.py, RotaryMultiHeadAttention)
+POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (model/rotary.py, RotaryMultiHeadAttention)
 OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective (model/pretraining.py)
 NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch (model/ngrams.py); bigram_alone: no encoder
 POOLINGS = ("mean", "mean_max", "cls")  # model.pooling (model/classifier.py): the token vectors -> one

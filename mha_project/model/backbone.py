@@ -11,7 +11,8 @@ import inspect
 import keras
 from keras import layers
 
-from mha_project.model.layers import PACKAGE, EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
+from mha_project.model import PACKAGE
+from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.model import NGRAM_BRANCHES, POOLINGS
+from mha_project.model import NGRAM_BRANCHES, PACKAGE, POOLINGS
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
 from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
-from mha_project.model.layers import PACKAGE
 from mha_project.model.ngrams import BagOfNgrams
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from mha_project.model.layers import PACKAGE
+from mha_project.model import PACKAGE
 
 # The largest vocabulary whose bigrams a * vocab + b still fit in int32 (JAX's default integer width).
 _EXACT_PAIRS = 46340

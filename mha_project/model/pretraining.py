@@ -7,9 +7,9 @@ import keras
 import tensorflow as tf
 from keras import layers, ops
 
+from mha_project.model import PACKAGE
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.heads import MaskedLMHead
-from mha_project.model.layers import PACKAGE
 
 
 def _task_config(model, **values) -> dict:

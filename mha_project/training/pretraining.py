@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from mha_project.data.vocabulary import read_vocabulary
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import backbone_arguments
 from mha_project.model.pretraining import build_pretrainer
-from mha_project.run_dir import IDENTITY_FILE, MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format
+from mha_project.run_dir import MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format, recorded
 from mha_project.training.callbacks import (
     AttentionLogger,
     FillMaskLogger,
@@ -165,7 +164,7 @@ def check_pretrained_source(source, cfg, vectorizer) -> dict:
             f"{shown} has no finished masked-LM stage (no {STAGE_DIR}/{MODEL_FILE}); "
             "pretrain one with: python scripts/train.py pretrain=mlm"
         )
-    record = json.loads((source / IDENTITY_FILE).read_text()) if (source / IDENTITY_FILE).is_file() else {}
+    record = recorded(source)
     if record.get("format") != RUN_FORMAT:
         raise ConfigError(f"pretrain.from_run: {other_format(source, record.get('format'))}")
     theirs = OmegaConf.load(config_file)

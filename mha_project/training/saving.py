@@ -10,6 +10,7 @@ import mha_project.model.classifier  # noqa: F401  (TextClassifier)
 import mha_project.model.heads  # noqa: F401  (the poolings, MaskedLMHead)
 import mha_project.model.layers  # noqa: F401  (TokenAndPositionEmbedding, EncoderBlock, ...)
 import mha_project.model.pretraining  # noqa: F401  (MaskedLanguageModel, ReplacedTokenDetector)
+import mha_project.model.rotary  # noqa: F401  (RotaryMultiHeadAttention)
 import mha_project.training.schedules  # noqa: F401  (WarmupCosine, saved with each model's optimizer)
 from mha_project.errors import UserError
 

@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from mha_project.model.layers import PACKAGE
+from mha_project.model import PACKAGE
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
