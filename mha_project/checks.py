@@ -19,6 +19,7 @@ from mha_project.config import (
     unknown_keys,
 )
 from mha_project.data.folders import check_folder_dataset
+from mha_project.data.tables import table_format
 from mha_project.errors import ConfigError
 
 
@@ -50,6 +51,8 @@ def _check_data(cfg: DictConfig) -> None:
             f"data.seq_len={cfg.data.seq_len} is invalid: must be <= model.max_len={cfg.model.max_len} "
             "(the position table's length); set seq_len=N to change both"
         )
+    if cfg.data.name == "table":
+        _check_table(cfg)
     if cfg.data.name != "folder":
         return
     path = cfg.data.path
@@ -66,6 +69,20 @@ def _check_data(cfg: DictConfig) -> None:
     check_folder_dataset(path)
 
 
+def _check_table(cfg: DictConfig) -> None:
+    if not cfg.data.path:
+        raise ConfigError("data=table needs data.path=FILE (a .csv, .tsv, .jsonl or .parquet file)")
+    for key in ("path", "test_path"):
+        path = cfg.data[key]
+        if path is None:
+            continue
+        table_format(path, f"data.{key}")
+        if not os.path.isfile(path):
+            raise ConfigError(f"data.{key}={path} does not exist or is not a file")
+    if cfg.data.test_path is None and cfg.data.test_fraction is None:
+        raise ConfigError("data=table needs data.test_path=FILE or data.test_fraction (a number in (0, 1))")
+
+
 def _check_model(cfg: DictConfig) -> None:
     if cfg.model.position_encoding == "rotary" and cfg.model.key_dim % 2:
         raise ConfigError(
@@ -74,6 +91,11 @@ def _check_model(cfg: DictConfig) -> None:
         )
     _check_attention_memory(cfg)
     _check_ngram_memory(cfg)
+    if cfg.model.ngram_weighting != "none" and cfg.model.ngram_branch == "none":
+        raise ConfigError(
+            f"model.ngram_weighting={cfg.model.ngram_weighting} is invalid with model.ngram_branch=none: it "
+            "weights the n-gram branch's features; add model.ngram_branch=bigram (or bigram_alone)"
+        )
     if cfg.model.ngram_branch == "bigram_alone" and (cfg.pretrain.objective != "none" or cfg.pretrain.from_run):
         raise ConfigError(
             "model.ngram_branch=bigram_alone is invalid with pretraining: a bag of n-grams alone has no encoder "
@@ -116,7 +138,9 @@ def _check_ngram_memory(cfg: DictConfig) -> None:
     # The hashed-bigram table, its gradient and AdamW's two moments: float32, known before anything loads.
     if cfg.model.ngram_branch == "none":
         return
-    need, have = 4 * 4 * cfg.model.ngram_buckets * cfg.model.ngram_dim, _memory_bytes()
+    # NaiveBayesNgrams: one ratio, one weight, its gradient and two moments per (feature, class).
+    width = 2 * 5 if cfg.model.ngram_weighting == "nb" else cfg.model.ngram_dim
+    need, have = 4 * 4 * cfg.model.ngram_buckets * width, _memory_bytes()
     if need > have:
         raise ConfigError(
             f"model.ngram_buckets={cfg.model.ngram_buckets} is invalid here: its table (x model.ngram_dim="
@@ -125,7 +149,7 @@ def _check_ngram_memory(cfg: DictConfig) -> None:
         )
 
 
-BACKENDS = ("tensorflow", "jax")  # Keras backends this project trains on (README "Keras backends")
+BACKENDS = ("tensorflow", "jax")  # Keras backends this project trains on (README "Keras backends and several devices")
 
 
 def _check_backend() -> None:
@@ -177,7 +201,7 @@ def _check_data_parallel(cfg: DictConfig) -> None:
     if not os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
         raise ConfigError(
             f"KERAS_DISTRIBUTION_NUM_PROCESSES={n} needs KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT, the address of "
-            'process 0, which coordinates (README "Multi-device")'
+            'process 0, which coordinates (README "Keras backends and several devices")'
         )
     process_id = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "")
     if not (process_id.isascii() and process_id.isdigit() and int(process_id) < n):

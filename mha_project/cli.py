@@ -65,9 +65,9 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
-# Command-line choices that need a Hydra plugin from the `sweep` extra, and the plugin's module.
+# Command-line choices that need a package from the `sweep` extra, and the module that must import.
 SWEEP_PLUGINS = {
-    "hparams_search=optuna": "hydra_plugins.hydra_optuna_sweeper",
+    "hparams_search=optuna": "optuna",
     "hydra/launcher=joblib": "hydra_plugins.hydra_joblib_launcher",
     "hydra/launcher=submitit_local": "hydra_plugins.hydra_submitit_launcher",
     "hydra/launcher=slurm": "hydra_plugins.hydra_submitit_launcher",
@@ -81,7 +81,7 @@ def missing_sweep_plugin(argv: list[str]) -> str | None:
     for arg in argv:
         module = SWEEP_PLUGINS.get(arg)
         if module is not None and importlib.util.find_spec(module) is None:
-            return f'{arg} needs a Hydra plugin that is not installed ({module}): pip install -e ".[sweep]"'
+            return f'{arg} needs a package that is not installed ({module}): pip install -e ".[sweep]"'
     return None
 
 
@@ -95,12 +95,16 @@ def run_hydra_app(main) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from mha_project.errors import UserError
+
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     missing = missing_sweep_plugin(sys.argv[1:])
     if missing:
         fail(missing)
     try:
         main()
+    except UserError as err:  # from a sweeper (a study that cannot be opened), before any job runs
+        fail(str(err))
     except (HydraException, OmegaConfBaseException) as err:
         overridden = re.match(r"Could not override '([^']+)'", str(err))
         if overridden:  # a key that is no setting: Hydra would advise `+key=value`, which is refused next

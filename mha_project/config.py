@@ -18,9 +18,16 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from mha_project.data import TRUNCATIONS
-from mha_project.model import INPUT_SCALES, NGRAM_BRANCHES, OBJECTIVES, POOLINGS, POSITION_ENCODINGS
+from mha_project.model import (
+    INPUT_SCALES,
+    NGRAM_BRANCHES,
+    NGRAM_WEIGHTINGS,
+    OBJECTIVES,
+    POOLINGS,
+    POSITION_ENCODINGS,
+)
 
-DATASETS = ("fine_foods", "imdb", "ag_news", "folder")
+DATASETS = ("fine_foods", "imdb", "ag_news", "folder", "table")  # configs/data/, data/sources.py
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DISTRIBUTIONS = ("none", "mirrored", "data_parallel", "multi_worker")
 # Why trainer.distribution=multi_worker is refused (mha_project/training/distribute.py has the details).
@@ -83,6 +90,10 @@ class DataConfig:
     path: Optional[str] = MISSING
     data_dir: Optional[str] = MISSING
     download: bool = MISSING
+    test_path: Optional[str] = MISSING
+    test_fraction: Optional[float] = checked(lambda v: v is None or 0 < v < 1, "null or a number in (0, 1)")
+    text_column: str = MISSING
+    label_column: str = MISSING
     val_fraction: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
     limit: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
     vocab_size: int = checked(lambda v: isinstance(v, int) and v >= 3, "an integer >= 3")
@@ -114,6 +125,8 @@ class ModelConfig:
     ngram_branch: str = checked(lambda v: v in NGRAM_BRANCHES, "one of " + ", ".join(NGRAM_BRANCHES))
     ngram_buckets: int = checked(_positive_int, "an integer >= 1")
     ngram_dim: int = checked(_positive_int, "an integer >= 1")
+    ngram_weighting: str = checked(lambda v: v in NGRAM_WEIGHTINGS, "one of " + ", ".join(NGRAM_WEIGHTINGS))
+    ngram_l2: float = checked(lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
     encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
     local_conv: int = checked(lambda v: _int(v) and v >= 0, "an integer >= 0 (0: none)")
 

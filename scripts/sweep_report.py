@@ -24,7 +24,7 @@ def main() -> None:
     except UserError as err:
         fail(str(err))
     print(result["markdown"], end="")
-    failed = [j for j in result["jobs"] if j["status"] != "finished"]
+    failed = [j for j in result["jobs"] if j["status"] not in ("finished", "pruned")]
     print(
         f"{len(result['jobs'])} jobs, {len(failed)} failed or unfinished; "
         f"wrote report.md, report.csv{', report.png' if result['plot'] else ''} in {args.sweep_dir}"

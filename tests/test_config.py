@@ -143,5 +143,5 @@ def test_help_offers_only_real_options_in_each_group():
     # Issue case: `--help` offered `data: common` and `pretrain: common`, base files that are no option.
     listing = run_script("train.py", "--help").stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
     groups = dict(line.split(": ", 1) for line in listing.splitlines() if ": " in line)
-    assert groups["data"].split(", ") == ["ag_news", "fine_foods", "folder", "imdb"]
+    assert groups["data"].split(", ") == ["ag_news", "fine_foods", "folder", "imdb", "table"]
     assert groups["pretrain"].split(", ") == ["electra", "mlm", "none"]

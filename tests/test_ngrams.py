@@ -63,6 +63,34 @@ def test_the_wide_and_deep_run_exports_what_model_keras_answers(tmp_path: Path):
     load_run(run_dir, needs_attention=True)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("branch", ["bigram", "bigram_alone"])
+def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_exports_them(tmp_path: Path, branch):
+    from mha_project.data.pipeline import pipeline_from_cfg
+    from mha_project.data.sources import load_dataset
+    from mha_project.model.ngrams import NaiveBayesNgrams
+
+    run_dir = tmp_path / "run"
+    cfg = compose_cfg(
+        "debug=tiny", f"model.ngram_branch={branch}", "model.ngram_weighting=nb", "model.ngram_buckets=512"
+    )
+    metrics = train(cfg, run_dir)
+    assert metrics["hparams"]["ngram_weighting"] == "nb" and metrics["test_accuracy"] > 0
+    served, kept, run = served_and_kept(run_dir)
+    np.testing.assert_allclose(served, kept, atol=1e-5)  # the SavedModel carries the ratios too
+    saved = np.asarray(run.model.get_layer("ngram_branch").ratios)
+    data = load_dataset(cfg.data, cfg.seed)
+
+    def ratios(texts, labels):
+        layer = NaiveBayesNgrams(run.vectorizer.vocabulary_size(), 2, buckets=512)
+        layer.adapt(pipeline_from_cfg(cfg, texts, labels, run.vectorizer, shuffle=False).as_numpy_iterator())
+        return np.asarray(layer.ratios)
+
+    np.testing.assert_allclose(saved, ratios(data.train_texts, data.train_labels), rtol=1e-5, atol=1e-6)
+    with_val = ratios([*data.train_texts, *data.val_texts], np.concatenate([data.train_labels, data.val_labels]))
+    assert not np.allclose(saved, with_val, atol=1e-4)  # validation labels would change them: they never enter
+
+
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: Path):

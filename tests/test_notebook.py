@@ -35,3 +35,12 @@ def test_walkthrough_notebook_executes_and_shows_what_it_promises():
     assert "test_accuracy" in text and "norm_entropy" in text and "accuracy without it" in text
     assert "| job | heads | key_dim |" in text and text.count("| finished |") == 4  # the 4-job sweep report
     assert len(images) == 1  # the attention heatmap
+    views = [
+        o["data"]["text/html"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "mha-head-view" in str(o.get("data", {}).get("text/html", ""))
+    ]
+    # The head view inline: the whole page in the stored output (srcdoc), nothing fetched from a CDN.
+    assert len(views) == 1 and "srcdoc=" in views[0] and "mountHeadView" in views[0] and "<script src" not in views[0]

@@ -7,7 +7,6 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
 from conftest import QUIET, TINY, run_script, run_sweep, small_model_config
 from mha_project.analysis.head_importance import head_importance, set_head_mask
@@ -180,30 +179,6 @@ def test_head_importance_cli(tiny_run):
     assert np.array(saved["without_head"]).shape == (1, 2)
     assert (tiny_run / "head_importance" / "head_importance.png").read_bytes()[:4] == b"\x89PNG"
     assert list((tiny_run / "tensorboard" / "head_importance").glob("events.out.tfevents.*"))
-
-
-@pytest.mark.slow
-def test_optuna_study_is_stored_in_the_sweep_dir_and_a_rerun_continues_it(tmp_path):
-    import optuna
-
-    path = tmp_path / "optuna"
-    args = ["-m", "hparams_search=optuna", "hydra.sweeper.n_trials=1", *TINY, *QUIET, f"hydra.sweep.dir={path}"]
-    outputs = []
-    for _ in range(2):  # the second command is what a user types after a killed sweep
-        result = run_script("train.py", *args, timeout=600)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        outputs.append(result.stdout)
-    study = optuna.load_study(study_name="heads_key_dim_dropout", storage=f"sqlite:///{path}/optuna.db")
-    assert [t.state.name for t in study.trials] == ["COMPLETE", "COMPLETE"]  # the rerun added to the study
-    # The seeded sampler proposes the same first point again; its run dir (named by the parameters) is
-    # finished, so it is reported, not trained again (a trial killed mid-training would resume instead).
-    assert study.trials[0].params == study.trials[1].params and study.trials[0].value == study.trials[1].value
-    assert "already finished" in outputs[1] and "Epoch " not in outputs[1]
-    trials = list(path.glob("*/metrics.json"))
-    assert len(trials) == 1
-    # the sweeper's summary names the best value the jobs returned
-    best = json.loads(trials[0].read_text())["best_val_accuracy"]
-    assert OmegaConf.load(path / "optimization_results.yaml").best_value == pytest.approx(best)
 
 
 @pytest.mark.slow

@@ -1,4 +1,5 @@
-"""Sweep report: one row per job of a Hydra multirun directory, as Markdown, CSV and a plot."""
+"""Sweep report: one row per job of a Hydra multirun directory, as Markdown, CSV and a plot; for an Optuna
+sweep also its study: every trial's state and value, the best trial and the hyper-parameters' importances."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import yaml
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.plots import plt, save_figure
 from mha_project.errors import UserError
+from mha_project.studies import import_optuna, make_storage, read_study_pointer
 
 METRIC_COLUMNS = ("best_val_accuracy", "test_accuracy", "params", "train_seconds", "epochs_run")
 # Always predicting the training set's majority class: the line a sweep that learned nothing sits on.
@@ -50,6 +52,8 @@ def collect_jobs(sweep_dir) -> list[dict]:
             try:
                 metrics = json.loads(metrics_file.read_text())
                 row.update({k: metrics.get(k) for k in (*METRIC_COLUMNS, *MAJORITY.values())})
+                if metrics.get("pruned_at_epoch") is not None:  # an Optuna trial its pruner stopped
+                    row.update(status="pruned", reason=f"pruned after epoch {metrics['pruned_at_epoch']}")
                 row.update(_head_entropy(job_dir))
             except (ValueError, AttributeError) as err:  # one damaged job must not hide the others
                 row.update(status="damaged", reason=f"metrics.json unreadable: {err}")
@@ -85,7 +89,7 @@ def fixed_overrides(jobs: list[dict]) -> dict:
 def sort_jobs(jobs: list[dict]) -> list[dict]:
     def key(job):
         value = job.get("best_val_accuracy")
-        return (job["status"] != "finished", -(value if isinstance(value, (int, float)) else -1))
+        return (job["status"] not in ("finished", "pruned"), -(value if isinstance(value, (int, float)) else -1))
 
     return sorted(jobs, key=key)
 
@@ -236,10 +240,69 @@ def write_report(sweep_dir) -> dict:
         by_config = io.StringIO()
         csv.writer(by_config).writerows([summary[0], *summary[1]])
         write_text_atomic(sweep_dir / "report_by_config.csv", by_config.getvalue())
-    write_text_atomic(sweep_dir / "report.md", f"# Sweep report: {sweep_dir.name}\n\n{intro}{text}")
     write_text_atomic(sweep_dir / "report.csv", buffer.getvalue())
+    study = study_report(sweep_dir)
+    if study is not None:
+        text += "\n" + study["markdown"]
+    write_text_atomic(sweep_dir / "report.md", f"# Sweep report: {sweep_dir.name}\n\n{intro}{text}")
     plotted = plot(jobs, sweep_dir / "report.png")
-    return {"jobs": jobs, "markdown": text, "plot": plotted}
+    return {"jobs": jobs, "markdown": text, "plot": plotted, "study": study}
+
+
+def study_report(sweep_dir: Path) -> dict | None:
+    """The Optuna study a sweep filled (``optuna_study.json`` in the sweep dir names it): every trial's
+    state, value and parameters (``study.csv``), the best trial, and ``optuna.importance``'s parameter
+    importances (``importances.png``); None for a sweep without a study."""
+    pointer = read_study_pointer(sweep_dir)
+    if pointer is None:
+        return None
+    optuna = import_optuna()
+    study = optuna.load_study(
+        study_name=pointer["study_name"], storage=make_storage(pointer["storage"], heartbeat=False)
+    )
+    trials = study.get_trials(deepcopy=False)
+    names = sorted({name for t in trials for name in t.params})
+    header = ["trial", "state", "value", "validations", *names, "run_dir"]
+    rows = [
+        [
+            str(t.number),
+            t.state.name.lower(),
+            _fmt(t.value),
+            str(len(t.intermediate_values)),
+            *[_fmt(t.params.get(name)) for name in names],
+            str(Path(t.user_attrs.get("sweep_dir", "")) / f"trial_{t.number}"),
+        ]
+        for t in trials
+    ]
+    counts = {}
+    for t in trials:
+        counts[t.state.name.lower()] = counts.get(t.state.name.lower(), 0) + 1
+    text = f"## Optuna study `{pointer['study_name']}` ({', '.join(f'{n} {s}' for s, n in counts.items())})\n\n"
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    importances = {}
+    if complete:
+        best = study.best_trial
+        text += (
+            f"Best: trial {best.number}, {_fmt(best.value)} with "
+            + " ".join(f"{k}={_fmt(v)}" for k, v in best.params.items())
+            + "\n\n"
+        )
+        try:
+            importances = optuna.importance.get_param_importances(study)
+        except (RuntimeError, ValueError) as err:  # too few finished trials, or parameters that never varied
+            text += f"Importances: not computed ({err}).\n\n"
+    if importances:
+        text += markdown(["parameter", "importance"], [[k, f"{v:.3f}"] for k, v in importances.items()]) + "\n"
+        fig, ax = plt.subplots(figsize=(5, 0.5 + 0.4 * len(importances)))
+        ax.barh(list(importances)[::-1], list(importances.values())[::-1])
+        ax.set_xlabel("importance (fANOVA, optuna.importance)")
+        fig.tight_layout()
+        save_figure(fig, sweep_dir / "importances.png")
+    text += markdown(header, rows)
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows([header, *rows])
+    write_text_atomic(sweep_dir / "study.csv", buffer.getvalue())
+    return {"markdown": text, "counts": counts, "importances": importances, "trials": len(trials)}
 
 
 def _read_overrides(path: Path) -> dict:
@@ -259,7 +322,8 @@ def _parse_overrides(items: list) -> dict:
 
 
 def _job_sort_key(name: str):
-    return (0, int(name)) if name.isdigit() else (1, name)
+    digits = name.rpartition("_")[2]  # 3, trial_3
+    return (0, int(digits), name) if digits.isdigit() else (1, 0, name)
 
 
 def _number(value):

@@ -93,9 +93,9 @@ def load_run(path, needs_attention: bool = False) -> Run:
             raise ValueError(f"no {', '.join(missing)}")
     except ValueError as err:
         raise damaged(path / "metrics.json", err) from None
-    if cfg.data.name == "folder" and not Path(str(cfg.data.path)).is_dir():
+    if cfg.data.name in ("folder", "table") and not Path(str(cfg.data.path)).exists():
         raise UserError(
-            f"the data folder this run was trained on, data.path={cfg.data.path}, no longer exists; "
+            f"the data this run was trained on, data.path={cfg.data.path}, no longer exists; "
             "move it back (the run's splits and test set are defined by it)"
         )
     model = load_model_safely(path / "model.keras")

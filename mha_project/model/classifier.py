@@ -9,7 +9,7 @@ from keras import layers
 from mha_project.model import NGRAM_BRANCHES, PACKAGE, POOLINGS
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
 from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
-from mha_project.model.ngrams import BagOfNgrams
+from mha_project.model.ngrams import BagOfNgrams, NaiveBayesNgrams
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -38,7 +38,7 @@ class TextClassifier(keras.Model):
         num_classes: int,
         pooling: str = "mean",
         dropout=0.1,
-        ngram_branch: BagOfNgrams | None = None,
+        ngram_branch: BagOfNgrams | NaiveBayesNgrams | None = None,
         encoder_logit_dropout: float = 0.0,
         **kwargs,
     ):
@@ -127,7 +127,11 @@ def build_classifier(model_cfg, vocab_size: int, num_classes: int, backbone=None
     if branch not in NGRAM_BRANCHES:
         raise ValueError(f"model.ngram_branch={branch} is invalid: must be one of {', '.join(NGRAM_BRANCHES)}")
     ngrams = None
-    if branch != "none":
+    if branch != "none" and model_cfg.ngram_weighting == "nb":
+        ngrams = NaiveBayesNgrams(
+            vocab_size, num_classes, buckets=model_cfg.ngram_buckets, l2=model_cfg.ngram_l2, name="ngram_branch"
+        )
+    elif branch != "none":
         ngrams = BagOfNgrams(
             vocab_size, num_classes, buckets=model_cfg.ngram_buckets, dim=model_cfg.ngram_dim, name="ngram_branch"
         )

@@ -35,6 +35,7 @@ HPARAM_PATHS = {name: keys[0] for name, keys in SHORTCUTS.items()} | {
     "pooling": "model.pooling",
     "position_encoding": "model.position_encoding",
     "ngram_branch": "model.ngram_branch",
+    "ngram_weighting": "model.ngram_weighting",
     "ngram_lr": "trainer.ngram_lr",
     "local_conv": "model.local_conv",
     "pretrain": "pretrain.objective",

@@ -23,8 +23,10 @@ from mha_project.data.vocabulary import make_vectorizer, read_vocabulary, save_v
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
+from mha_project.model.ngrams import NaiveBayesNgrams
 from mha_project.run_dir import STAGE_DIR as PRETRAIN_DIR
-from mha_project.training.callbacks import AttentionLogger, BestWeights
+from mha_project.studies import job_trial
+from mha_project.training.callbacks import AttentionLogger, BestWeights, OptunaPruning
 from mha_project.training.distribute import local_copy, make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
 from mha_project.training.failures import diverged_message
@@ -97,7 +99,7 @@ def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
     if vocab_file.exists():  # resuming: the vocabulary the weights were trained with
         vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=read_vocabulary(vocab_file))
     else:
-        source = f"data.path={cfg.data.path}" if cfg.data.name == "folder" else f"data={cfg.data.name}"
+        source = f"data.path={cfg.data.path}" if cfg.data.name in ("folder", "table") else f"data={cfg.data.name}"
         vectorizer = make_vectorizer(
             data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed, source=source
         )
@@ -203,6 +205,17 @@ def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: 
             backbone = pretrained_backbone(pretrained, cfg.model)
             log.info(f"backbone initialised from {pretrained_from}")
         model = build_classifier(cfg.model, inputs.vectorizer.vocabulary_size(), inputs.data.num_classes, backbone)
+        if isinstance(model.ngram_branch, NaiveBayesNgrams):
+            # Its log-count ratios from the training split's labels alone (all of it, on every process).
+            batches = pipeline_from_cfg(
+                cfg,
+                inputs.data.train_texts,
+                inputs.data.train_labels,
+                inputs.vectorizer,
+                shuffle=False,
+                batch_size=1024,
+            )
+            model.ngram_branch.adapt(batches.as_numpy_iterator())
         summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
         compile_classifier(model, cfg.trainer, plan.total_steps)
     write_text_atomic(run_dir / "model_summary.txt", summary)
@@ -237,6 +250,10 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
         ),
     ]
     after_csv = []
+    trial = job_trial()  # a job of hparams_search=optuna: its trial, to report to and maybe be pruned by
+    pruning = None if trial is None else OptunaPruning(*trial, monitor="val_accuracy")
+    if pruning is not None:
+        before_csv.append(pruning)
     if cfg.logger.tensorboard:
         profile = tuple(cfg.logger.get("profile_batches") or ()) or 0  # (start, stop) batches, 0 = off
         tensorboard = keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch", profile_batch=profile)
@@ -281,6 +298,9 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
         best_val_accuracy=best_of(rows, "val_accuracy"),
         best_epoch=_epochs(best_row(rows, "val_accuracy") / plan.rounds) if rows else None,
         stopped_early=bool(epochs_run < plan.epochs / plan.rounds),
+        pruned_at_epoch=None
+        if pruning is None or pruning.pruned_at_epoch is None
+        else _epochs(pruning.pruned_at_epoch / plan.rounds),
         last_train_accuracy=float(rows[-1]["accuracy"]) if rows and rows[-1].get("accuracy") else None,
         train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
         train_examples_per_second=round(len(inputs.data.train_texts) * passes_now / max(fit.seconds, 1e-9), 1),
@@ -351,6 +371,7 @@ def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
         "epochs_run": results["epochs_run"],
         "best_epoch": results["best_epoch"],
         "stopped_early": results["stopped_early"],
+        "pruned_at_epoch": results["pruned_at_epoch"],
         "last_train_accuracy": results["last_train_accuracy"],
         "train_seconds": results["train_seconds"],
         "train_examples_per_second": results["train_examples_per_second"],

@@ -1,0 +1,188 @@
+"""A Hydra sweeper that fills one Optuna study: ask for trials, launch them as jobs, tell their results.
+
+Several workers (the same command in several terminals or on several machines, one ``hydra.sweeper.storage``)
+fill the same study: each asks for a trial only while the study holds fewer than ``n_trials`` finished or
+running ones. Each job reports its validation accuracy after every epoch to its trial through the storage
+(``mha_project.training.callbacks.OptunaPruning``) and stops when the pruner says so; a pruned trial tells the
+study itself and keeps its run directory. A trial whose worker died is marked failed when a worker next starts
+(on the same machine: its process is gone; in a database: its heartbeat stopped).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import warnings
+from pathlib import Path
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import OmegaConf
+
+from mha_project.errors import ConfigError
+from mha_project.studies import (
+    HEARTBEAT_SECONDS,
+    fail_dead_trials,
+    import_optuna,
+    make_pruner,
+    make_sampler,
+    make_storage,
+    open_study,
+    worker_name,
+    write_study_pointer,
+)
+
+log = logging.getLogger(__name__)
+
+
+class OptunaSweeper(Sweeper):
+    def __init__(self, **settings) -> None:
+        self.settings = settings
+        self.config = self.launcher = self.hydra_context = None
+        self.job_idx = 0
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.config, self.hydra_context = config, hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def sweep(self, arguments: list[str]) -> None:
+        optuna = import_optuna()
+        s = self.settings
+        if not (isinstance(s["n_trials"], int) and s["n_trials"] >= 1):
+            raise ConfigError(f"hydra.sweeper.n_trials={s['n_trials']} is invalid: must be an integer >= 1")
+        space, fixed = search_space({**s["params"]}, arguments)
+        sampler = make_sampler(s["sampler"], s["seed"])
+        pruner = make_pruner(s["pruner"], s["pruner_warmup_steps"], s["pruner_startup_trials"])
+        storage = make_storage(s["storage"])
+        space_record = {k: optuna.distributions.distribution_to_json(d) for k, d in sorted(space.items())}
+        study = open_study(storage, s["storage"], s["study_name"], s["direction"], space_record, sampler, pruner)
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        if s["storage"] is not None:
+            write_study_pointer(sweep_dir, s["storage"], s["study_name"])
+        for number in fail_dead_trials(study, storage):
+            log.warning(f"trial {number} was running when its worker died: marked failed")
+        state = optuna.trial.TrialState
+        failures = 0
+        while True:
+            counted = study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED, state.RUNNING))
+            wanted = min(s["n_jobs"], s["n_trials"] - len(counted))
+            if wanted <= 0:
+                break
+            with warnings.catch_warnings():  # heartbeats outside Study.optimize: _Heartbeat below keeps them
+                warnings.simplefilter("ignore", UserWarning)
+                trials = [study.ask(space) for _ in range(wanted)]
+            for trial in trials:
+                trial.set_user_attr("worker", worker_name())
+                trial.set_user_attr("sweep_dir", str(sweep_dir))
+            batch = [[*fixed, *_overrides(trial.params), f"hydra.sweeper.trial={trial.number}"] for trial in trials]
+            with _Heartbeat(storage, s["study_name"], trials):
+                returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+            self.job_idx += len(batch)
+            for trial, job in zip(trials, returns):
+                failures += not self._tell(study, trial, job)
+            if failures >= s["n_trials"]:
+                raise ConfigError(
+                    f"{failures} trials of study {s['study_name']!r} failed (their failure.json says why)"
+                )
+        self._summarise(study, sweep_dir)
+
+    def _tell(self, study, trial, job) -> bool:
+        """Record a finished job's result in its trial, unless the job already did (pruned); True unless failed."""
+        optuna = import_optuna()
+        state = optuna.trial.TrialState
+        recorded = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
+        if recorded.state == state.PRUNED:
+            log.info(f"trial {trial.number}: pruned after {len(recorded.intermediate_values)} validations")
+            return True
+        value = None
+        try:
+            value = float(job.return_value)
+        except Exception:  # noqa: BLE001 - a job that raised: Hydra re-raises its error here
+            value = None
+        if value is None or not math.isfinite(value):
+            study.tell(trial, state=state.FAIL)
+            log.warning(f"trial {trial.number}: failed")
+            return False
+        study.tell(trial, value)
+        log.info(f"trial {trial.number}: {value:.4f} with {' '.join(_overrides(trial.params))}")
+        return True
+
+    def _summarise(self, study, sweep_dir: Path) -> None:
+        optuna = import_optuna()
+        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if not complete:
+            return
+        best = study.best_trial
+        results = {"name": "optuna", "best_trial": best.number, "best_value": best.value, "best_params": best.params}
+        OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
+        log.info(f"best trial {best.number}: {best.value:.4f} with {' '.join(_overrides(best.params))}")
+
+
+def search_space(params: dict, arguments: list[str]):
+    """Optuna distributions of ``hydra.sweeper.params`` and of the command line's sweeps (``heads=1,2,4``),
+    and the command line's other overrides, which every trial takes as they are."""
+    optuna = import_optuna()
+    parser = OverridesParser.create()
+    declared = parser.parse_overrides([f"{key}={value}" for key, value in params.items()])
+    given = parser.parse_overrides(arguments)
+    fixed = [o.input_line for o in given if not o.is_sweep_override()]
+    space = {}
+    for override in [o for o in [*declared, *given] if o.is_sweep_override()]:
+        key = override.get_key_element()
+        value = override.value()
+        if isinstance(value, ChoiceSweep):
+            space[key] = optuna.distributions.CategoricalDistribution(list(override.sweep_iterator()))
+        elif isinstance(value, RangeSweep):
+            space[key] = optuna.distributions.CategoricalDistribution(list(override.sweep_iterator()))
+        elif isinstance(value, IntervalSweep):
+            log_scale = "log" in value.tags
+            if "int" in value.tags or (isinstance(value.start, int) and isinstance(value.end, int)):
+                space[key] = optuna.distributions.IntDistribution(int(value.start), int(value.end), log=log_scale)
+            else:
+                space[key] = optuna.distributions.FloatDistribution(value.start, value.end, log=log_scale)
+        else:
+            raise ConfigError(f"{override.input_line} cannot be searched: use choice(...), range(...) or interval(...)")
+    return space, fixed
+
+
+def _overrides(params: dict) -> list[str]:
+    def encode(value):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return [f"{key}={encode(value)}" for key, value in params.items()]
+
+
+class _Heartbeat:
+    """While its trials' jobs run, tell a database storage every HEARTBEAT_SECONDS that their worker lives."""
+
+    def __init__(self, storage, study_name: str, trials):
+        optuna = import_optuna()
+        self.storage, self.study_name, self.trials = storage, study_name, trials
+        self.enabled = isinstance(storage, optuna.storages.RDBStorage)
+        self.stop = threading.Event()
+
+    def _beat(self) -> None:
+        study_id = self.storage.get_study_id_from_name(self.study_name)
+        ids = [self.storage.get_trial_id_from_study_id_trial_number(study_id, t.number) for t in self.trials]
+        while not self.stop.is_set():
+            for trial_id in ids:
+                self.storage.record_heartbeat(trial_id)
+            self.stop.wait(HEARTBEAT_SECONDS)
+
+    def __enter__(self):
+        if self.enabled:
+            self.thread = threading.Thread(target=self._beat, daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.enabled:
+            self.thread.join()

@@ -1,0 +1,210 @@
+"""Texts and labels from a table file (``data=table``): CSV, TSV, JSON lines or Parquet, read by pandas /
+pyarrow in chunks of the two columns a run needs, so a large file is never held whole with its other columns."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from mha_project.errors import ConfigError, UserError
+
+log = logging.getLogger(__name__)
+
+# The file's extension -> its format (pandas' readers; Parquet through pyarrow).
+TABLE_FORMATS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+CHUNK_ROWS = 65536
+PARQUET_EXTRA = 'Parquet needs pyarrow: pip install -e ".[table]"'
+
+
+def table_format(path, key: str = "data.path") -> str:
+    """The format a table file's extension names; a one-line error for any other extension."""
+    suffix = Path(str(path)).suffix.lower()
+    if suffix not in TABLE_FORMATS:
+        raise ConfigError(
+            f"{key}={path} is not a table this project reads: its extension must be one of "
+            f"{', '.join(TABLE_FORMATS)} (CSV, TSV, JSON lines, Parquet)"
+        )
+    return TABLE_FORMATS[suffix]
+
+
+class TableTexts(Sequence):
+    """A table's texts, each stored once (a NumPy array of Python strings; a split is a view of indices into
+    it, not a copy of the texts), fed to tf.data in chunks so the pipeline holds no second copy of them all."""
+
+    def __init__(self, texts: np.ndarray):
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, index):
+        found = self.texts[index]
+        return list(found) if isinstance(index, slice) else str(found)
+
+    def __iter__(self):
+        return iter(self.texts)
+
+    def subset(self, indices) -> TableTexts:
+        return TableTexts(self.texts[np.asarray(indices, dtype=np.int64)])
+
+    def dataset(self):
+        import tensorflow as tf
+
+        def chunks():
+            for begin in range(0, len(self.texts), 4096):
+                yield self.texts[begin : begin + 4096].astype(object)
+
+        spec = tf.TensorSpec(shape=(None,), dtype=tf.string)
+        return tf.data.Dataset.from_generator(chunks, output_signature=spec).unbatch()
+
+    def __add__(self, other) -> list[str]:
+        return list(self) + list(other)
+
+
+def read_table(path, text_column: str, label_column: str | None, key: str = "data.path"):
+    """``(texts, labels)`` of the table at ``path``: the text column as :class:`TableTexts`, the label column
+    as strings (``None`` when ``label_column`` is ``None``). Rows missing either are dropped, with one notice."""
+    path = Path(str(path))
+    fmt = table_format(path, key)
+    if not path.is_file():
+        raise ConfigError(f"{key}={path} is not a file")
+    columns = [text_column] + ([label_column] if label_column is not None else [])
+    texts, labels, dropped, rows = [], [], 0, 0
+    for chunk in _chunks(path, fmt, columns, key):
+        missing = [c for c in columns if c not in chunk.columns]
+        if missing:
+            names = _column_names(path, fmt)
+            raise ConfigError(
+                f"{key}={path} has no column {missing[0]!r} (its columns: {', '.join(map(str, names))}); "
+                f"name the right one with data.{'text' if missing[0] == text_column else 'label'}_column=..."
+            )
+        rows += len(chunk)
+        keep = chunk[columns].notna().all(axis=1)
+        if label_column is not None:
+            keep &= chunk[label_column].astype(str).str.strip() != ""
+        dropped += int((~keep).sum())
+        chunk = chunk[keep]
+        texts.append(chunk[text_column].astype(str).to_numpy(dtype=object))
+        if label_column is not None:
+            labels.append(_label_strings(chunk[label_column]))
+    if dropped:
+        log.warning(f"{path}: {dropped} of {rows} rows dropped: their text or label is missing")
+    texts = np.concatenate(texts) if texts else np.zeros(0, dtype=object)
+    if not len(texts):
+        raise ConfigError(f"{key}={path} has no rows with both a text and a label")
+    return TableTexts(texts), (np.concatenate(labels) if label_column is not None else None)
+
+
+def _label_strings(column) -> np.ndarray:
+    """Labels as strings: integers stay integers' names (``1`` not ``1.0``, as a CSV column with gaps reads)."""
+    values = column.to_numpy()
+    if values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0):
+        values = values.astype(np.int64)
+    return np.asarray([str(v) for v in values], dtype=object)
+
+
+def class_names_of(labels: np.ndarray) -> list[str]:
+    """Sorted class names: numerically when every label is an integer (``2`` before ``10``), else as text."""
+    names = sorted(set(labels.tolist()))
+    try:
+        return sorted(names, key=int)
+    except ValueError:
+        return names
+
+
+def _column_names(path: Path, fmt: str) -> list:
+    import pandas as pd
+
+    if fmt in ("csv", "tsv"):
+        return list(pd.read_csv(path, sep="," if fmt == "csv" else "\t", nrows=0).columns)
+    if fmt == "jsonl":
+        return list(next(iter(pd.read_json(path, lines=True, chunksize=1))).columns)
+    import pyarrow.parquet as pq
+
+    return list(pq.ParquetFile(path).schema_arrow.names)
+
+
+def _chunks(path: Path, fmt: str, columns: list[str], key: str):
+    import pandas as pd
+
+    try:
+        if fmt in ("csv", "tsv"):
+            yield from pd.read_csv(
+                path,
+                sep="," if fmt == "csv" else "\t",
+                usecols=lambda name: name in columns,
+                chunksize=CHUNK_ROWS,
+                dtype=str,
+                keep_default_na=False,
+                na_values=[""],
+            )
+        elif fmt == "jsonl":
+            for chunk in pd.read_json(path, lines=True, chunksize=CHUNK_ROWS, dtype=False):
+                yield chunk[[c for c in chunk.columns if c in columns]]
+        else:
+            try:
+                import pyarrow.parquet as pq
+            except ImportError:
+                raise ConfigError(f"{key}={path}: {PARQUET_EXTRA}") from None
+            table = pq.ParquetFile(path)
+            names = table.schema_arrow.names
+            wanted = [c for c in columns if c in names]
+            if len(wanted) < len(columns):
+                yield pd.DataFrame(columns=wanted)  # read_table names the missing column
+                return
+            for batch in table.iter_batches(batch_size=CHUNK_ROWS, columns=wanted):
+                yield batch.to_pandas()
+    except (ConfigError, UserError):
+        raise
+    except Exception as err:  # pandas' and pyarrow's parser errors come in several types
+        raise ConfigError(f"{key}={path} cannot be read as {fmt.upper()}: {_first_line(err)}") from None
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def load_table_splits(data_cfg, seed: int):
+    """``data=table``'s train and test splits (texts, integer labels) and class names: ``data.test_path``'s
+    rows as the test split, or a seeded, stratified ``data.test_fraction`` of ``data.path``'s."""
+    texts, labels = read_table(data_cfg.path, data_cfg.text_column, data_cfg.label_column)
+    class_names = class_names_of(labels)
+    index = {name: i for i, name in enumerate(class_names)}
+    ids = np.array([index[name] for name in labels], "int32")
+    if data_cfg.test_path is not None:
+        test_texts, test_labels = read_table(
+            data_cfg.test_path, data_cfg.text_column, data_cfg.label_column, key="data.test_path"
+        )
+        unknown = sorted(set(test_labels.tolist()) - set(class_names))
+        if unknown:
+            raise ConfigError(
+                f"data.test_path={data_cfg.test_path} has label {unknown[0]!r}, which data.path={data_cfg.path} "
+                f"never has: its classes are {', '.join(class_names)}"
+            )
+        return (texts, ids), (test_texts, np.array([index[name] for name in test_labels], "int32")), class_names
+    # A seeded, stratified share of each class for the test split (its own stream: the validation split
+    # below draws from the seed as for every dataset).
+    rng = np.random.default_rng([seed, 1])
+    test = np.zeros(len(ids), bool)
+    for label in range(len(class_names)):
+        rows = np.flatnonzero(ids == label)
+        test[rng.permutation(rows)[: int(round(len(rows) * data_cfg.test_fraction))]] = True
+    if test.all() or not test.any():
+        raise ConfigError(
+            f"data.test_fraction={data_cfg.test_fraction} leaves {'no training' if test.all() else 'no test'} rows "
+            f"of the {len(ids)} in data.path={data_cfg.path}; change it or give data.test_path"
+        )
+    keep, held = np.flatnonzero(~test), np.flatnonzero(test)
+    return (texts.subset(keep), ids[keep]), (texts.subset(held), ids[held]), class_names

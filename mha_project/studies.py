@@ -1,0 +1,185 @@
+"""Optuna studies for ``hparams_search=optuna``: storages, pruners, the search space and the trial a training
+job reports to. Shared by the sweeper plugin (``hydra_plugins/mha_optuna_sweeper``), the training job's
+pruning callback and ``scripts/sweep_report.py``; Optuna is imported only when a study is used (the ``sweep``
+extra), and nothing here loads TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import warnings
+from pathlib import Path
+
+from mha_project.errors import ConfigError
+
+PRUNERS = ("median", "hyperband", "none")
+SAMPLERS = ("tpe", "random")
+DIRECTIONS = ("maximize", "minimize")
+JOURNAL_PREFIX = "journal:///"  # hydra.sweeper.storage=journal:///PATH: Optuna's journal file on PATH
+STUDY_FILE = "optuna_study.json"  # in the sweep dir: where its study lives, for sweep_report.py
+HEARTBEAT_SECONDS = 30  # a database trial's worker writes this often; silent for GRACE_SECONDS, it is failed
+GRACE_SECONDS = 120
+SWEEP_EXTRA = 'hparams_search=optuna needs Optuna: pip install -e ".[sweep]"'
+
+
+def import_optuna():
+    try:
+        import optuna
+    except ImportError:
+        raise ConfigError(SWEEP_EXTRA) from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the sweeper logs each trial itself
+    return optuna
+
+
+def make_storage(url: str | None, heartbeat: bool = True):
+    """An Optuna storage for ``url``: any SQLAlchemy URL (``sqlite:///…``, ``postgresql://…``, ``mysql://…``)
+    as an RDB storage (with heartbeats for the sweeper's trials), ``journal:///PATH`` as a journal file, None
+    in memory."""
+    optuna = import_optuna()
+    if url is None:
+        return None
+    if url.startswith(JOURNAL_PREFIX):
+        from optuna.storages.journal import JournalFileBackend
+
+        path = Path(url[len(JOURNAL_PREFIX) - 1 :])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+    beats = dict(heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS) if heartbeat else {}
+    try:
+        with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9, and still the mechanism
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, **beats)
+    except Exception as err:  # SQLAlchemy's URL, driver and connection errors come in many types
+        raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {_first_line(err)}") from None
+
+
+def make_pruner(name: str, warmup_steps: int, startup_trials: int, max_resource="auto"):
+    """``median`` (a trial below the median of earlier trials at the same epoch stops, after
+    ``startup_trials`` finished trials and its own first ``warmup_steps`` validations), ``hyperband`` or
+    ``none``."""
+    optuna = import_optuna()
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=startup_trials, n_warmup_steps=warmup_steps)
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=max(1, warmup_steps), max_resource=max_resource)
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    raise ConfigError(f"hydra.sweeper.pruner={name} is invalid: must be one of {', '.join(PRUNERS)}")
+
+
+def make_sampler(name: str, seed):
+    optuna = import_optuna()
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ConfigError(f"hydra.sweeper.sampler={name} is invalid: must be one of {', '.join(SAMPLERS)}")
+
+
+def open_study(storage, storage_url, study_name: str, direction: str, search_space: dict, sampler=None, pruner=None):
+    """The study named ``study_name`` in ``storage`` (:func:`make_storage` of ``storage_url``), created when it
+    is new. A study of that name made with another direction or search space is refused in one line: its
+    trials would not be comparable."""
+    optuna = import_optuna()
+    if direction not in DIRECTIONS:
+        raise ConfigError(f"hydra.sweeper.direction={direction} is invalid: must be one of {', '.join(DIRECTIONS)}")
+    try:
+        study = optuna.create_study(
+            storage=storage,
+            study_name=study_name,
+            direction=direction,
+            sampler=sampler,
+            pruner=pruner,
+            load_if_exists=True,
+        )
+    except Exception as err:  # an unreachable server, a locked or unreadable file
+        raise ConfigError(f"hydra.sweeper.storage={storage_url} cannot be used: {_first_line(err)}") from None
+    if study.direction.name.lower() != direction:
+        raise ConfigError(
+            f"study {study_name!r} in {storage_url} exists with direction {study.direction.name.lower()}, not "
+            f"{direction}; give another hydra.sweeper.study_name (its trials are kept)"
+        )
+    recorded = study.user_attrs.get("search_space")
+    if recorded is None:
+        study.set_user_attr("search_space", search_space)
+    elif recorded != search_space:
+        changed = sorted(
+            set(recorded) ^ set(search_space) | {k for k in recorded if recorded[k] != search_space.get(k)}
+        )
+        raise ConfigError(
+            f"study {study_name!r} in {storage_url} exists with another search space ({changed[0]}: "
+            f"{recorded.get(changed[0])} -> {search_space.get(changed[0])}); give another hydra.sweeper.study_name "
+            "(its trials are kept)"
+        )
+    return study
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def fail_dead_trials(study, storage) -> list[int]:
+    """Mark failed the running trials whose worker is gone: on this machine, a worker process that no longer
+    exists; in a database, also a trial whose heartbeat stopped (``fail_stale_trials``). Returns their numbers."""
+    optuna = import_optuna()
+    state = optuna.trial.TrialState
+    if isinstance(storage, optuna.storages.RDBStorage):  # heartbeats exist for database storages only
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+    failed = []
+    host = socket.gethostname()
+    for trial in study.get_trials(deepcopy=False, states=(state.RUNNING,)):
+        owner_host, _, pid = str(trial.user_attrs.get("worker", "")).rpartition(":")
+        if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+            study.tell(trial.number, state=state.FAIL)
+            failed.append(trial.number)
+    return failed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def write_study_pointer(sweep_dir: Path, storage_url: str, study_name: str) -> None:
+    from mha_project.atomic import write_json_atomic
+
+    write_json_atomic(Path(sweep_dir) / STUDY_FILE, {"storage": storage_url, "study_name": study_name})
+
+
+def read_study_pointer(sweep_dir: Path) -> dict | None:
+    path = Path(sweep_dir) / STUDY_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def job_trial():
+    """In a job of ``hparams_search=optuna``: ``(study, trial)`` to report to, else None. The sweeper sets
+    ``hydra.sweeper.trial`` in each job's overrides; the job opens the study through its storage, so a job in
+    another process or on another machine reports to the same trial."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    sweeper = HydraConfig.get().sweeper
+    if sweeper.get("trial") is None or sweeper.get("storage") is None:
+        return None
+    optuna = import_optuna()
+    pruner = make_pruner(sweeper.pruner, sweeper.pruner_warmup_steps, sweeper.pruner_startup_trials)
+    storage = make_storage(sweeper.storage, heartbeat=False)  # the sweeper's process keeps the trial's heartbeat
+    study = optuna.load_study(study_name=sweeper.study_name, storage=storage, pruner=pruner)
+    trial_id = storage.get_trial_id_from_study_id_trial_number(
+        storage.get_study_id_from_name(sweeper.study_name), int(sweeper.trial)
+    )
+    return study, optuna.trial.Trial(study, trial_id)
+
+
+def _first_line(err: Exception) -> str:
+    lines = [line for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0].strip() if lines else type(err).__name__

@@ -1,0 +1,51 @@
+"""Label a file of texts with a finished run.
+
+    python scripts/predict.py outputs/runs/<time> reviews.csv --out predictions.csv
+    python scripts/predict.py outputs/runs/<time> texts.txt                 # one text a line -> CSV on stdout
+    echo "great tea, would buy again" | python scripts/predict.py outputs/runs/latest -
+
+INPUT is a table (.csv, .tsv, .jsonl, .parquet; the texts in --text-column) or a plain text file, one text a
+line (``-``: standard input). Every input row is written, in order, with predicted_class and one prob_<class>
+column per class: to --out (its extension picks CSV, TSV, JSON lines or Parquet) or, without it, to standard
+output in the input's format (CSV for plain text and Parquet). The output file appears only when every row
+is done.
+"""
+
+import argparse
+import sys
+
+from mha_project.cli import fail, import_tensorflow_quietly
+from mha_project.errors import UserError
+from mha_project.run_dir import check_run_dir
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", help="a run directory written by scripts/train.py")
+    parser.add_argument("input", help="a .csv/.tsv/.jsonl/.parquet table, a text file (one text a line), or -")
+    parser.add_argument("--out", help="where to write (default: standard output)")
+    parser.add_argument("--text-column", help="a table's text column (default: the run's data.text_column, or text)")
+    parser.add_argument("--batch-size", type=int, default=256, help="texts per model call (default 256)")
+    args = parser.parse_args()
+    try:
+        check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
+        if args.batch_size < 1:
+            raise UserError(f"--batch-size={args.batch_size} is invalid: must be an integer >= 1")
+        import_tensorflow_quietly()
+        from mha_project.analysis.predict import predict_file, progress_bar
+        from mha_project.analysis.runs import load_run
+
+        run = load_run(args.run_dir)
+        column = args.text_column or run.cfg.data.get("text_column") or "text"
+        result = predict_file(run, args.input, args.out, column, args.batch_size, progress_bar())
+    except UserError as err:
+        fail(str(err))
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    where = args.out or "standard output"
+    missing = f" ({result['without_text']} without a text left unlabelled)" if result["without_text"] else ""
+    print(f"wrote {result['rows']} rows to {where}{missing}, {result['rows_per_second']:,.0f} rows/s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

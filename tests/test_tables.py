@@ -1,0 +1,263 @@
+"""data=table (CSV, TSV, JSON lines, Parquet) and scripts/predict.py, on small generated tables: no download."""
+
+import csv
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import compose_cfg, run_script, train_tiny
+from mha_project.checks import validate_config
+from mha_project.data.sources import load_dataset
+from mha_project.data.tables import read_table
+from mha_project.errors import ConfigError
+
+WORDS = {"bad": "awful boring stale bad", "good": "great lovely fresh good", "okay": "fine okay average plain"}
+
+
+def review_table(rows_per_class: int = 60, classes=("bad", "good")) -> pd.DataFrame:
+    rows = [
+        {"review": f"{WORDS[name]} tea number {i}", "stars": name, "shop": f"shop {i % 3}"}
+        for i in range(rows_per_class)
+        for name in classes
+    ]
+    return pd.DataFrame(rows)
+
+
+def write_table(frame: pd.DataFrame, path: Path) -> Path:
+    suffix = path.suffix
+    if suffix == ".csv":
+        frame.to_csv(path, index=False)
+    elif suffix == ".tsv":
+        frame.to_csv(path, index=False, sep="\t")
+    elif suffix == ".jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    else:
+        frame.to_parquet(path)
+    return path
+
+
+def table_cfg(path, *overrides):
+    return compose_cfg(
+        "debug=tiny",
+        "data=table",
+        f"data.path={path}",
+        "data.text_column=review",
+        "data.label_column=stars",
+        *overrides,
+    )
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet"])
+def test_every_format_reads_the_same_texts_and_labels(tmp_path, suffix):
+    frame = review_table(5)
+    texts, labels = read_table(write_table(frame, tmp_path / f"t{suffix}"), "review", "stars")
+    assert list(texts) == frame["review"].tolist()
+    assert labels.tolist() == frame["stars"].tolist()
+
+
+def test_rows_without_a_text_or_label_are_dropped_with_one_notice(tmp_path):
+    frame = review_table(5)
+    frame.loc[1, "review"] = None
+    frame.loc[4, "stars"] = None
+    notices = []
+    handler = logging.Handler()
+    handler.emit = lambda record: notices.append(record.getMessage())
+    logging.getLogger("mha_project.data.tables").addHandler(handler)
+    try:
+        texts, labels = read_table(write_table(frame, tmp_path / "t.csv"), "review", "stars")
+    finally:
+        logging.getLogger("mha_project.data.tables").removeHandler(handler)
+    assert len(texts) == len(labels) == 8
+    assert notices == [f"{tmp_path / 't.csv'}: 2 of 10 rows dropped: their text or label is missing"]
+
+
+def test_integer_labels_are_classes_in_numeric_order(tmp_path):
+    frame = pd.DataFrame({"text": [f"word{i} text" for i in range(30)], "label": [10, 2, 1] * 10})
+    cfg = compose_cfg("debug=tiny", "data=table", f"data.path={write_table(frame, tmp_path / 't.jsonl')}")
+    data = load_dataset(cfg.data, cfg.seed)
+    assert data.class_names == ["1", "2", "10"]
+
+
+def test_the_test_split_is_a_seeded_stratified_share_or_a_second_file(tmp_path):
+    frame = review_table(50, classes=("bad", "good", "okay"))
+    frame = frame[~((frame.stars == "okay") & (frame.index % 2 == 0))]  # unbalanced: 50 / 50 / 25
+    path = write_table(frame, tmp_path / "t.csv")
+    cfg = table_cfg(path, "data.limit=null", "data.test_fraction=0.2")
+    data = load_dataset(cfg.data, cfg.seed)
+    assert np.bincount(data.test_labels).tolist() == [10, 10, 5]  # 20% of each class
+    assert len(data.train_texts) + len(data.val_texts) + len(data.test_texts) == len(frame)
+    assert not set(data.test_texts) & (set(data.train_texts) | set(data.val_texts))
+    again = load_dataset(cfg.data, cfg.seed)
+    assert list(again.test_texts) == list(data.test_texts)  # evaluate.py re-reads the same split
+    other = load_dataset(cfg.data, cfg.seed + 1)
+    assert list(other.test_texts) != list(data.test_texts)
+
+    test_file = write_table(review_table(4), tmp_path / "test.parquet")
+    split = load_dataset(table_cfg(path, "data.limit=null", f"data.test_path={test_file}").data, 0)
+    assert list(split.test_texts) and set(split.test_texts) == set(review_table(4)["review"])
+    assert len(split.train_texts) + len(split.val_texts) == len(frame)
+    with pytest.raises(ConfigError, match="has label 'okay', which data.path=.* never has"):
+        load_dataset(table_cfg(test_file, f"data.test_path={path}").data, 0)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (["data.path=null"], "data=table needs data.path=FILE"),
+        (
+            ["data.path={tmp}/t.xlsx"],
+            r"data.path=.*t.xlsx is not a table this project reads: its extension must be one of",
+        ),
+        (["data.path={tmp}/absent.csv"], "data.path=.*absent.csv does not exist or is not a file"),
+        (["data.test_fraction=null"], "needs data.test_path=FILE or data.test_fraction"),
+        (
+            ["data.test_fraction=1.5"],
+            r"data.test_fraction=1.5 \(data.test_fraction\) is invalid|data.test_fraction=1.5 is invalid",
+        ),
+    ],
+)
+def test_bad_table_settings_are_one_line_before_anything_loads(tmp_path, change, message):
+    path = write_table(review_table(5), tmp_path / "t.csv")
+    cfg = table_cfg(path, *[c.format(tmp=tmp_path) for c in change])
+    with pytest.raises(ConfigError, match=message) as err:
+        validate_config(cfg)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_table_contents_are_one_line(tmp_path, monkeypatch):
+    path = write_table(review_table(5), tmp_path / "t.csv")
+    with pytest.raises(ConfigError, match=r"has no column 'text' \(its columns: review, stars, shop\)"):
+        read_table(path, "text", "stars")
+    (tmp_path / "empty.csv").write_text("review,stars\n")
+    with pytest.raises(ConfigError, match="has no rows with both a text and a label"):
+        read_table(tmp_path / "empty.csv", "review", "stars")
+    (tmp_path / "bad.jsonl").write_text('{"review": "ok", "stars": "good"}\n{not json\n')
+    with pytest.raises(ConfigError, match="cannot be read as JSONL"):
+        read_table(tmp_path / "bad.jsonl", "review", "stars")
+    parquet = write_table(review_table(5), tmp_path / "t.parquet")
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow.parquet", None)  # as if pyarrow were not installed
+    with pytest.raises(ConfigError, match=r'Parquet needs pyarrow: pip install -e "\.\[table\]"'):
+        read_table(parquet, "review", "stars")
+
+
+@pytest.fixture(scope="module")
+def table_run(tmp_path_factory):
+    """One tiny run on a CSV: the masked-LM stage on its texts, the TensorBoard probes and the head view."""
+    root = tmp_path_factory.mktemp("table_run")
+    path = write_table(review_table(100), root / "reviews.csv")
+    run_dir = root / "run"
+    result = train_tiny(
+        run_dir,
+        "data=table",
+        f"data.path={path}",
+        "data.text_column=review",
+        "data.label_column=stars",
+        "pretrain=mlm",
+        "pretrain.epochs=1",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return run_dir, path
+
+
+@pytest.mark.slow
+def test_a_table_run_pretrains_logs_probes_draws_the_head_view_and_evaluates(table_run):
+    run_dir, _ = table_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["class_names"] == ["bad", "good"] and metrics["dataset"] == "table"
+    assert (run_dir / "pretrain" / "model.keras").is_file()
+    assert "great" in (run_dir / "attention.html").read_text()  # probes are validation rows of the table
+    assert list((run_dir / "tensorboard" / "attention").iterdir())
+    result = run_script("evaluate.py", str(run_dir))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (
+        abs(json.loads(result.stdout[: result.stdout.rindex("}") + 1])["test_accuracy"] - metrics["test_accuracy"])
+        < 1e-6
+    )
+
+
+@pytest.mark.slow
+def test_predict_writes_every_row_in_order_as_run_predict_and_the_saved_model_say(table_run, tmp_path):
+    import tensorflow as tf
+
+    from mha_project.analysis.runs import load_run
+
+    run_dir, path = table_run
+    frame = pd.read_csv(path)
+    frame.loc[3, "review"] = None  # a row without a text stays, unlabelled
+    source = write_table(frame, tmp_path / "in.jsonl")
+    result = run_script(
+        "predict.py", str(run_dir), str(source), "--out", str(tmp_path / "out.csv"), "--batch-size", "7"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"wrote {len(frame)} rows to {tmp_path / 'out.csv'} (1 without")
+    )
+    out = pd.read_csv(tmp_path / "out.csv", keep_default_na=False, na_values=[""])
+    assert list(out.columns) == ["review", "stars", "shop", "predicted_class", "prob_bad", "prob_good"]
+    assert out["shop"].tolist() == frame["shop"].tolist()  # every row, in input order, its columns kept
+    assert pd.isna(out.loc[3, "predicted_class"]) and pd.isna(out.loc[3, "prob_bad"])
+    kept = out.drop(index=3)
+    run = load_run(run_dir)
+    expected = run.predict(kept["review"].tolist())
+    np.testing.assert_allclose(kept["prob_good"], [p["good"] for p in expected], atol=1e-6)
+    exported = tf.saved_model.load(str(run_dir / "export"))  # held: its functions need its variables alive
+    served = exported.serve(tf.constant(kept["review"].tolist()))
+    np.testing.assert_allclose(kept[["prob_bad", "prob_good"]].to_numpy(), served["scores"].numpy(), atol=1e-5)
+    assert kept["predicted_class"].tolist() == [c.decode() for c in served["predicted_class"].numpy()]
+
+
+@pytest.mark.slow
+def test_predict_reads_plain_text_lines_and_writes_json_lines_or_parquet(table_run, tmp_path):
+    run_dir, _ = table_run
+    (tmp_path / "texts.txt").write_text("great lovely tea\n\nawful stale bad\n")
+    result = run_script("predict.py", str(run_dir), str(tmp_path / "texts.txt"), "--out", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in rows] == ["great lovely tea", "", "awful stale bad"]
+    assert all(abs(r["prob_bad"] + r["prob_good"] - 1) < 1e-5 for r in rows)
+    result = run_script("predict.py", str(run_dir), str(tmp_path / "texts.txt"))  # no --out: CSV on stdout
+    assert list(csv.DictReader(result.stdout.splitlines()))[2]["text"] == "awful stale bad"
+    result = run_script(
+        "predict.py",
+        str(run_dir),
+        str(tmp_path / "o.jsonl"),
+        "--text-column",
+        "text",
+        "--out",
+        str(tmp_path / "o.parquet"),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert pd.read_parquet(tmp_path / "o.parquet")["text"].tolist() == [r["text"] for r in rows]
+
+
+@pytest.mark.slow
+def test_predict_refuses_bad_input_in_one_line_and_leaves_no_output(table_run, tmp_path):
+    run_dir, path = table_run
+    (tmp_path / "empty.csv").write_text("review\n")
+    (tmp_path / "latin1.txt").write_bytes("good tea\ncaf\xe9 au lait\n".encode("latin-1"))
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    cases = [
+        ((str(run_dir), str(path), "--text-column", "body"), "has no column 'body' (its columns: review, stars, shop)"),
+        ((str(run_dir), str(tmp_path / "empty.csv")), "has no rows to predict"),
+        ((str(run_dir), str(tmp_path / "latin1.txt")), "line 2 is not UTF-8 text"),
+        ((str(unfinished), str(path)), "not a run directory"),
+        ((str(run_dir), str(path), "--batch-size", "0"), "--batch-size=0 is invalid"),
+        (
+            (str(run_dir), str(path), "--out", str(tmp_path / "o.xlsx")),
+            "--out=" + str(tmp_path / "o.xlsx") + " has no output format",
+        ),
+    ]
+    for args, message in cases:
+        out = tmp_path / "never.csv"
+        result = run_script("predict.py", *args, *(() if "--out" in args else ("--out", str(out))))
+        assert result.returncode == 2, (args, result.stderr[-2000:])
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, lines)
+        assert not out.exists() and not list(tmp_path.glob(".never.csv.*"))  # nothing half-written is left
