@@ -51,7 +51,7 @@ LOCK_FILE = ".lock"
 
 # What run.json's "format" says: the layout of a run directory and of the models in it that this version
 # writes and reads. Another format is refused in one line (no compatibility code before 1.0): train again.
-RUN_FORMAT = 1
+RUN_FORMAT = 2
 
 # The parts of the composed config that decide what model the directory ends up holding (the pretraining
 # stage's probe texts aside), and the Keras backend that trains it.

@@ -3,6 +3,8 @@
     python scripts/inspect_attention.py outputs/runs/<time> "the coffee was fresh and lovely"
     python scripts/inspect_attention.py outputs/runs/<time> "..." --out attention.png
     python scripts/inspect_attention.py outputs/runs/<time> "..." --html view.html   # interactive head view
+    python scripts/inspect_attention.py outputs/runs/<time> "..." --view lines --heads 0:1 --out fig.svg  # a figure
+    python scripts/inspect_attention.py RUN_A "..." --html both.html --compare RUN_B    # two runs side by side
 
 Prints the predicted class, the tokens with their positions, and per layer and head its normalised
 entropy (1 = uniform) and the tokens receiving the most attention (token@position weight); writes a
@@ -20,14 +22,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run directory written by scripts/train.py")
     parser.add_argument("text", help="the text to inspect")
-    parser.add_argument("--out", help="PNG path (default: RUN_DIR/inspect/attention_<text>.png)")
+    parser.add_argument("--out", help="a .png, .svg or .pdf (default: RUN_DIR/inspect/attention_<text>.png)")
+    parser.add_argument("--view", default="heatmap", help="heatmap (default): the weights' grid; lines: the head view")
+    parser.add_argument("--heads", default="all", help="--view lines: all (a layers x heads grid) or L:H,L:H")
     parser.add_argument("--html", help="also write the interactive head view (one self-contained HTML file)")
     parser.add_argument("--top", type=int, default=3, help="tokens listed per head (default 3)")
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens shown per heatmap axis (default 24)")
     parser.add_argument("--scale", default="shared", help="shared (default): one colour scale; per_head: one each")
+    parser.add_argument("--compare", metavar="RUN2", help="with --html: this run and RUN2 side by side on the text")
     args = parser.parse_args()
     try:
         check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
+        if args.compare:
+            if not args.html:
+                raise UserError("--compare needs --html FILE: the two head views are written there, side by side")
+            check_run_dir(args.compare, needs_attention=True)
         import_tensorflow_quietly()
         from mha_project.analysis.inspection import inspect_text
 
@@ -39,7 +48,13 @@ def main() -> None:
             max_tokens=args.max_tokens,
             html=args.html,
             scale=args.scale,
+            view=args.view,
+            heads=args.heads,
         )
+        if args.compare:
+            from mha_project.analysis.head_view import compare
+
+            compare(args.run_dir, args.compare, args.text).save(args.html)  # replaces the one-run view
     except UserError as err:
         fail(str(err))
     if result["notice"]:

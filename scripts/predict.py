@@ -44,7 +44,8 @@ def main() -> None:
         sys.stderr.write("\n")
     where = args.out or "standard output"
     missing = f" ({result['without_text']} without a text left unlabelled)" if result["without_text"] else ""
-    print(f"wrote {result['rows']} rows to {where}{missing}, {result['rows_per_second']:,.0f} rows/s", file=sys.stderr)
+    rows = f"{result['rows']} row{'' if result['rows'] == 1 else 's'}"
+    print(f"wrote {rows} to {where}{missing}, {result['rows_per_second']:,.0f} rows/s", file=sys.stderr)
 
 
 if __name__ == "__main__":

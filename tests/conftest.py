@@ -26,7 +26,9 @@ TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
 # its two workers in collection order, so starting the longest ones first keeps one worker from running a
 # ten-minute file alone at the end (longest-processing-time-first scheduling). Other files keep their order.
 HEAVIEST_FIRST = [
+    "test_optuna.py",
     "test_pretrain.py",
+    "test_tables.py",
     "test_errors.py",
     "test_run_dir.py",
     "test_sweeps.py",

@@ -145,3 +145,16 @@ def test_help_offers_only_real_options_in_each_group():
     groups = dict(line.split(": ", 1) for line in listing.splitlines() if ": " in line)
     assert groups["data"].split(", ") == ["ag_news", "fine_foods", "folder", "imdb", "table"]
     assert groups["pretrain"].split(", ") == ["electra", "mlm", "none"]
+
+
+def test_the_base_install_holds_no_sweep_only_package_and_dev_brings_every_extra():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    base = " ".join(project["dependencies"]).lower()
+    for sweep_only in ("optuna", "sqlalchemy", "alembic", "joblib", "submitit", "pyarrow"):
+        assert sweep_only not in base, sweep_only
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("optuna>=4") for d in extras["sweep"]) and not any("<2" in d for d in extras["sweep"])
+    included = extras["dev"][0].split("[", 1)[1].rstrip("]").split(",")
+    assert set(included) == set(extras) - {"dev"}

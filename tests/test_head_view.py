@@ -156,3 +156,124 @@ def test_every_run_writes_a_head_view_and_inspect_writes_one_on_request(tiny_run
     assert f"head view: {out}" in cli.stdout
     result = _selftest(out)
     assert result["tokens"] == 18  # six words, three times; all within seq_len 32
+
+
+def _mha_attention(tokens: int = 6, heads: int = 3):
+    """Scores of a plain keras.layers.MultiHeadAttention on random vectors: (heads, n, n) for one text."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    layer = keras.layers.MultiHeadAttention(num_heads=heads, key_dim=8)
+    x = keras.random.normal((1, tokens, 16))
+    _, scores = layer(x, x, return_attention_scores=True)
+    return keras.ops.convert_to_numpy(scores)[0]
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_render_draws_any_keras_models_attention_and_shows_itself_in_a_notebook(tmp_path):
+    from mha_project.attention.head_view import render
+
+    scores = _mha_attention()
+    tokens = ["the", "tea", "was", "not", "bad", "."]
+    view = render(tokens, [scores, scores[::-1]], path=tmp_path / "any.html", caption="a plain MultiHeadAttention")
+    same = render(
+        tokens, np.stack([scores, scores[::-1]]), caption="a plain MultiHeadAttention"
+    )  # (layers, heads, n, n)
+    assert str(view) == str(same) == (tmp_path / "any.html").read_text()
+    result = _selftest(tmp_path / "any.html")
+    assert result["tokens"] == result["query_elements"] == 6
+    assert {s["step"]: s for s in result["steps"]}["default"]["lines"] > 0
+    # In a notebook: the whole page inside an iframe's srcdoc (its script runs there; nothing is fetched).
+    import html
+
+    frame = view._repr_html_()
+    assert frame.startswith('<iframe class="mha-head-view" srcdoc="') and 'sandbox="allow-scripts"' in frame
+    assert html.unescape(frame.split('srcdoc="', 1)[1].split('" style=', 1)[0]) == str(view)
+    for bad, shown in (([scores[:, :5, :5]], "(3, 5, 5)"), (scores, "(6, 6)"), ([], "none")):
+        with pytest.raises(ValueError, match=r"attention must be a list of \(heads, 6, 6\) arrays") as err:
+            render(tokens, bad)
+        assert shown in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"weights must be finite numbers in \[0, 1\]"):
+        render(tokens, [scores * 3])
+
+
+def test_the_lines_figure_labels_every_token_and_a_stronger_weight_draws_a_more_opaque_line(tmp_path):
+    from mha_project.attention.head_view import MIN_WEIGHT
+    from mha_project.attention.plots import attention_lines, save_figure_as
+
+    weights = np.array([[[0.7, 0.2, 0.1], [0.05, 0.9, 0.05], [0.3, 0.3, 0.4]]])
+    tokens = ["stale", "coffee", "beans"]
+    save_figure_as(attention_lines([weights], tokens, heads=[(0, 0)]), tmp_path / "fig.svg")
+    svg = (tmp_path / "fig.svg").read_text()
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert all(labels.count(token) == 2 for token in tokens)  # left (queries) and right (keys), as text
+    opacity = {}
+    for i, j, style in re.findall(r'<g id="l0h0q(\d)k(\d)">\s*<path[^>]*style="([^"]*)"', svg):
+        found = re.search(r"stroke-opacity: ([0-9.]+)", style)
+        opacity[(int(i), int(j))] = float(found.group(1)) if found else 1.0
+    drawn = {(i, j) for i in range(3) for j in range(3) if weights[0, i, j] >= MIN_WEIGHT}
+    assert set(opacity) == drawn  # the page's threshold: weights below MIN_WEIGHT are not drawn
+    order = sorted(drawn, key=lambda ij: weights[0][ij])
+    assert [opacity[ij] for ij in order] == sorted(opacity[ij] for ij in order)  # stronger: more opaque
+    assert opacity[(1, 1)] > opacity[(0, 1)] > opacity[(1, 0)]
+    for fmt, magic in (("png", b"\x89PNG"), ("pdf", b"%PDF")):
+        save_figure_as(attention_lines([weights, weights], tokens), tmp_path / f"grid.{fmt}")  # layers x heads
+        assert (tmp_path / f"grid.{fmt}").read_bytes()[:4] == magic
+
+
+@pytest.mark.slow
+def test_inspect_draws_the_lines_figure_and_refuses_a_head_that_does_not_exist(tiny_run: Path, tmp_path):
+    out = tmp_path / "fig.svg"
+    result = run_script(
+        "inspect_attention.py", str(tiny_run), "great coffee", "--view", "lines", "--heads", "0:1", "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    svg = out.read_text()
+    assert "layer 0 · head 1" in svg and ">great<" in svg and ">coffee<" in svg
+    for args, message in (
+        (("--view", "lines", "--heads", "0:7"), "--heads=0:7 is invalid: give all or LAYER:HEAD pairs"),
+        (("--view", "arcs"), "--view=arcs is invalid: must be one of heatmap, lines"),
+        (("--out", str(tmp_path / "fig.jpg")), "the extension must be one of .png, .svg, .pdf"),
+    ):
+        result = run_script("inspect_attention.py", str(tiny_run), "great coffee", *args)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and message in lines[0], (args, lines)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.parametrize("tokens", [128, 512])
+def test_the_model_view_shows_every_layer_and_head_and_a_click_opens_one(tmp_path, tokens):
+    page = tmp_path / "model.html"
+    page.write_text(head_view_html(synthetic(tokens, heads=8, layers=2), title="model view"), encoding="utf-8")
+    result = _selftest(page)
+    model = result["model"]
+    assert model["cells"] == 16 and model["shown"]  # 2 layers x 8 heads side by side
+    assert all(lines > 0 for lines in model["lines"])
+    assert (
+        model["opened"]["view_shown"] and [model["opened"]["layer"], model["opened"]["head"]] == model["opened"]["want"]
+    )
+    print(f"model view, {tokens} tokens, 2 x 8 heads: {model['ms']:.0f} ms")  # docs/speed.md quotes it
+    # "save SVG": the view as drawn (the last hovered state: one key), its tokens as text on both sides.
+    svg = result["svg"]
+    assert svg["lines"] == svg["drawn"] > 0 and len(svg["texts"]) == 2 * tokens
+    pixels = _screenshot(page, tmp_path / "model.png", "view=model")  # the address opens it
+    assert (pixels[150:, :, :3].mean(-1) < 0.85).mean() > 0.01
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_compare_puts_two_runs_side_by_side_each_with_its_own_heads(tiny_run: Path, tmp_path):
+    from mha_project.analysis.head_view import compare
+    from mha_project.analysis.runs import load_run
+
+    run = load_run(tiny_run)
+    view = compare(run, run, "great coffee", right_texts=["stale tea", "awful"], titles=("left run", "right </script>"))
+    page = view.save(tmp_path / "compare.html")
+    assert str(view).count("</script>") == 1  # a title cannot close the script
+    dom = _chromium("--window-size=1600,1000", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()).stdout
+    sides = re.findall(r'<div class="side" id="side(\d)">(.*?)<canvas id="lines"', dom, re.S)
+    assert [k for k, _ in sides] == ["0", "1"], dom[-2000:]
+    assert "great" in sides[0][1] and "stale" in sides[1][1] and "stale" not in sides[0][1]
+    assert dom.count('class="token q"') == len(run.token_ids("great coffee")[0]) + len(run.token_ids("stale tea")[0])

@@ -146,6 +146,8 @@ def _two_workers(tmp_path, storage: str, n_trials: int = 4):
         assert (run / "metrics.json").is_file(), run
         by_worker.setdefault(run.parent.name, []).append(trial.number)
     assert set(by_worker) == {"worker0", "worker1"}, by_worker  # both took part
+    points = [tuple(sorted(t.params.items())) for t in trials]
+    assert len(set(points)) == len(points), points  # workers started together propose different points
     return trials
 
 
@@ -280,3 +282,14 @@ def test_bad_study_settings_are_one_line_and_the_study_keeps_its_trials(finished
         )
         assert message in lines[0], (override, lines[0])
     assert [(t.number, t.state.name) for t in trials_of(storage)] == before  # nothing of the study lost
+
+
+@pytest.mark.slow
+def test_jobs_of_the_joblib_launcher_report_to_their_trials_from_their_own_processes(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    path = tmp_path / "s"
+    result = optuna_sweep(path, "hydra/launcher=joblib", "hydra.sweeper.n_jobs=2", "hydra.sweeper.n_trials=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    trials = trials_of(f"sqlite:///{path}/optuna.db")
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
+    assert all(sorted(t.intermediate_values) == [0, 1] for t in trials)  # reported through the storage

@@ -107,3 +107,41 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
     assert first["run"] == long_run and first["tokens"] == 512  # one element per token of the 512-token probe
     assert (first["epoch"], last["epoch"]) == (0, 1) and first["checksum"] != last["checksum"]  # the epoch moved it
     assert other["run"] != long_run and other["checksum"] != last["checksum"]  # another run, other weights
+
+
+def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_path):
+    """The plugin asks TensorBoard's data provider for the tags of the step it shows, never the others."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from mha_project.attention.head_view_summary import write_head_view_summary
+    from mha_project.tensorboard_plugin.plugin import AttentionPlugin
+
+    tokens = ["stale", "coffee", "again"]
+    weights = np.full((2, 3, 3), 1 / 3)
+    with tf.summary.create_file_writer(str(tmp_path / "run")).as_default():
+        for epoch in range(30):
+            for k in range(2):
+                write_head_view_summary(k, "stale coffee again", tokens, [weights], f"epoch {epoch}", "heads=2", epoch)
+    multiplexer = plugin_event_multiplexer.EventMultiplexer()
+    multiplexer.AddRunsFromDirectory(str(tmp_path))
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, str(tmp_path))
+    asked = []
+    read_tensors = provider.read_tensors
+
+    def recording(ctx, **kwargs):
+        asked.append(sorted(kwargs["run_tag_filter"].tags))
+        return read_tensors(ctx, **kwargs)
+
+    provider.read_tensors = recording
+    plugin = AttentionPlugin(base_plugin.TBContext(data_provider=provider, logdir=str(tmp_path)))
+    client = Client(plugin.get_plugin_apps()["/data"])
+    answer = json.loads(client.get("/?run=run&step=17").get_data())
+    assert [item["caption"] for item in answer] == ["epoch 17", "epoch 17"] and answer[0]["tokens"] == tokens
+    assert asked == [sorted(f"head_view/probe_{k}/{kind}/17" for k in (0, 1) for kind in ("weights", "caption"))]
+    runs = json.loads(Client(plugin.get_plugin_apps()["/runs"]).get("/").get_data())
+    assert runs == [{"run": "run", "label": "heads=2", "probes": 2, "steps": list(range(30))}]
+    assert json.loads(client.get("/?run=run&step=30").get_data()) == []  # a step never logged: nothing

@@ -75,9 +75,18 @@ class OptunaSweeper(Sweeper):
             wanted = min(s["n_jobs"], s["n_trials"] - len(counted))
             if wanted <= 0:
                 break
-            with warnings.catch_warnings():  # heartbeats outside Study.optimize: _Heartbeat below keeps them
-                warnings.simplefilter("ignore", UserWarning)
-                trials = [study.ask(space) for _ in range(wanted)]
+            trials = []
+            for _ in range(wanted):
+                with warnings.catch_warnings():  # heartbeats outside Study.optimize: _Heartbeat below keeps them
+                    warnings.simplefilter("ignore", UserWarning)
+                    trial = study.ask()
+                if not trials and self.job_idx == 0 and s["seed"] is not None:
+                    # This worker's sampler seed: the seed plus its first trial's number, unique in the study,
+                    # so workers started together do not propose the same points (one worker alone: the seed).
+                    study.sampler = make_sampler(s["sampler"], s["seed"] + trial.number)
+                for name, distribution in space.items():
+                    _suggest(trial, name, distribution)
+                trials.append(trial)
             for trial in trials:
                 trial.set_user_attr("worker", worker_name())
                 trial.set_user_attr("sweep_dir", str(sweep_dir))
@@ -123,6 +132,17 @@ class OptunaSweeper(Sweeper):
         results = {"name": "optuna", "best_trial": best.number, "best_value": best.value, "best_params": best.params}
         OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
         log.info(f"best trial {best.number}: {best.value:.4f} with {' '.join(_overrides(best.params))}")
+
+
+def _suggest(trial, name: str, distribution) -> None:
+    optuna = import_optuna()
+    d = optuna.distributions
+    if isinstance(distribution, d.CategoricalDistribution):
+        trial.suggest_categorical(name, distribution.choices)
+    elif isinstance(distribution, d.IntDistribution):
+        trial.suggest_int(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
+    else:
+        trial.suggest_float(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
 
 
 def search_space(params: dict, arguments: list[str]):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mha_project.analysis.runs import load_run
-from mha_project.attention.head_view import HeadView, head_view_html, head_view_items, render
+from mha_project.attention.head_view import HeadView, compare_html, head_view_html, head_view_items, render
 
-__all__ = ["show", "render", "HeadView"]
+__all__ = ["show", "compare", "render", "HeadView"]
 
 
 def show(run, texts, title: str = "") -> HeadView:
@@ -19,3 +19,23 @@ def show(run, texts, title: str = "") -> HeadView:
     if not items:
         raise ValueError("none of the texts has a word in the run's vocabulary: nothing to show")
     return HeadView(head_view_html(items, title or f"{Path(run.path).name}: attention head view"))
+
+
+def compare(left, right, texts, right_texts=None, titles=None) -> HeadView:
+    """Two runs side by side on the same texts (``compare("outputs/runs/heads1", "outputs/runs/heads8", "great
+    tea")``), or on other texts (``right_texts``); ``left`` and ``right``: run directories or ``Run`` objects."""
+    runs = [load_run(r, needs_attention=True) if isinstance(r, (str, Path)) else r for r in (left, right)]
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    right_texts = (
+        texts if right_texts is None else ([right_texts] if isinstance(right_texts, str) else list(right_texts))
+    )
+    sides = [
+        head_view_items(run.model, run.vectorizer, side_texts, run.seq_len, run.class_names, run.truncation)
+        for run, side_texts in zip(runs, (texts, right_texts))
+    ]
+    if not all(sides):
+        raise ValueError("a side has no text with a word in its run's vocabulary: nothing to compare")
+    titles = titles or [
+        f"{Path(run.path).name}: {run.cfg.model.num_layers} layer(s) x {run.cfg.model.num_heads} heads" for run in runs
+    ]
+    return HeadView(compare_html(*sides, titles=tuple(titles), title=" | ".join(titles)), height=900)

@@ -10,12 +10,14 @@ import tensorflow as tf
 
 from mha_project.analysis.runs import load_run
 from mha_project.attention.head_view import write_head_view
-from mha_project.attention.plots import SCALES, attention_grid, save_figure
+from mha_project.attention.plots import FIGURE_FORMATS, SCALES, attention_grid, attention_lines, save_figure_as
 from mha_project.attention.scores import normalized_entropy, scores_for_texts
 from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode, pad_batch
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
+
+VIEWS = ("heatmap", "lines")  # inspect_attention.py --view
 
 
 def inspect_text(
@@ -26,7 +28,14 @@ def inspect_text(
     max_tokens: int = 24,
     html: str | None = None,
     scale: str = "shared",
+    view: str = "heatmap",
+    heads: str = "all",
 ) -> dict:
+    """One sentence through a run: the prediction, each head's most attended tokens, a picture (``view``:
+    ``heatmap``, the layers x heads grid of weights; ``lines``, the head view's lines, ``heads`` ``all`` or
+    ``L:H,L:H``; PNG, SVG or PDF by ``out``'s extension) and the same images in TensorBoard."""
+    if view not in VIEWS:
+        raise UserError(f"--view={view} is invalid: must be one of {', '.join(VIEWS)}")
     if scale not in SCALES:
         raise UserError(f"--scale={scale} is invalid: must be one of {', '.join(SCALES)}")
     if max_tokens < 1:
@@ -51,15 +60,16 @@ def inspect_text(
     out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
     if out and out_path.is_dir():  # --out DIR: the default file name inside it
         out_path = out_path / f"attention_{_slug(text)}.png"
-    fig = attention_grid(
-        [s[0] for s in scores],
-        tokens,
-        f"{text[:80]} → {run.class_names[predicted]} ({probs[predicted]:.2f})",
-        max_tokens,
-        scale=scale,
-    )
+    if out_path.suffix.lower().lstrip(".") not in FIGURE_FORMATS:
+        raise UserError(f"--out={out_path} is invalid: the extension must be one of .png, .svg, .pdf")
+    caption = f"{text[:80]} → {run.class_names[predicted]} ({probs[predicted]:.2f})"
+    if view == "lines":
+        chosen = _chosen_heads(heads, [s.shape[1] for s in scores])
+        fig = attention_lines([s[0] for s in scores], tokens, chosen, caption)
+    else:
+        fig = attention_grid([s[0] for s in scores], tokens, caption, max_tokens, scale=scale)
     try:
-        save_figure(fig, out_path)
+        save_figure_as(fig, out_path)
     except OSError as err:  # a read-only run dir, a file where the folder should be, a full disk
         raise UserError(f"cannot write {out_path} ({err.strerror or err}); pass --out with a writable path") from None
 
@@ -101,6 +111,26 @@ def _write_html(run, text: str, html: str) -> None:
         )
     except OSError as err:
         raise UserError(f"cannot write {html} ({err.strerror or err}); pass --html with a writable path") from None
+
+
+def _chosen_heads(heads: str, per_layer: list[int]):
+    """``all`` -> None (every head, a grid); ``0:1,1:0`` -> [(0, 1), (1, 0)]; a head that does not exist is one line."""
+    if heads == "all":
+        return None
+    chosen = []
+    for part in heads.split(","):
+        layer, _, head = part.partition(":")
+        if (
+            not (layer.isdigit() and head.isdigit())
+            or int(layer) >= len(per_layer)
+            or int(head) >= per_layer[int(layer)]
+        ):
+            raise UserError(
+                f"--heads={heads} is invalid: give all or LAYER:HEAD pairs (layers 0-{len(per_layer) - 1}, "
+                f"heads 0-{per_layer[0] - 1}), e.g. 0:1,0:3"
+            )
+        chosen.append((int(layer), int(head)))
+    return chosen
 
 
 def _truncation_notice(run, text: str) -> str | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mha_project.data.pipeline import encode
 from mha_project.data.tables import PARQUET_EXTRA, TABLE_FORMATS
 from mha_project.errors import UserError
 
@@ -181,9 +182,7 @@ def predict_file(
                 continue
             present = [i for i, text in enumerate(texts) if text is not None]
             probs = np.full((len(rows), len(run.class_names)), np.nan)
-            for begin in range(0, len(present), batch_size):
-                chosen = present[begin : begin + batch_size]
-                ids = run.token_ids([texts[i] for i in chosen])
+            for chosen, ids in _batches(run, [texts[i] for i in present], present, batch_size):
                 probs[chosen] = np.asarray(run.model.predict_on_batch(ids), dtype="float64")
             for i, row in enumerate(rows):
                 if texts[i] is None:
@@ -204,6 +203,21 @@ def predict_file(
         raise
     seconds = time.perf_counter() - start
     return {"rows": written, "without_text": without_text, "rows_per_second": written / max(seconds, 1e-9)}
+
+
+def _batches(run, texts: list[str], rows: list[int], batch_size: int):
+    """``(rows, token ids)`` batches of the run's own ids (``encode``, as ``Run.token_ids``), texts of similar
+    length together and each batch padded to a multiple of 32 tokens: padding is masked, so the probabilities
+    are the same, and the model sees a few shapes instead of one per batch."""
+    encoded = encode(texts, run.vectorizer, run.seq_len, run.truncation)
+    order = np.argsort([len(ids) for ids in encoded], kind="stable")
+    for begin in range(0, len(order), batch_size):
+        chosen = order[begin : begin + batch_size]
+        width = max(1, max(len(encoded[k]) for k in chosen))
+        ids = np.zeros((len(chosen), min(-(-width // 32) * 32, max(run.seq_len, width))), "int32")
+        for row, k in enumerate(chosen):
+            ids[row, : len(encoded[k])] = encoded[k]
+        yield [rows[k] for k in chosen], ids
 
 
 def progress_bar(stream=sys.stderr):

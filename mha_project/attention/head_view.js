@@ -15,9 +15,12 @@ function headViewMarkup(title, minWeight) {
   <label>text <select id="text-select"></select></label>
   <label>layer <select id="layer-select"></select></label>
   <span>head <span id="chips"></span></span>
+  <span class="chip model" id="model-toggle" title="every layer and head at once; click one to open it">every head</span>
+  <span class="chip model" id="save-svg" title="the current view as an SVG file (drawn here, nothing is sent)">save SVG</span>
   <span class="hint">one head at a time (click "all" to overlay every head) · hover a token: left = whom it
    attends to, right = who attends to it, with the weights · lines below ${minWeight} hidden · address:
-   <code>#text=1&amp;layer=0&amp;head=2&amp;hover=q13</code> opens that view (<code>head=all</code>: every head)</span>
+   <code>#text=1&amp;layer=0&amp;head=2&amp;hover=q13</code> opens that view (<code>head=all</code>: every head
+   overlaid; <code>view=model</code>: every layer and head side by side)</span>
  </div>
  <div id="caption"></div>
  <div id="text-full"></div>
@@ -28,6 +31,7 @@ function headViewMarkup(title, minWeight) {
  <canvas id="lines" width="300" height="10"></canvas>
  <div class="col right" id="keys"></div>
 </div>
+<div id="model-grid" hidden></div>
 <pre id="selftest" hidden></pre>`;
 }
 
@@ -37,7 +41,8 @@ function headViewMarkup(title, minWeight) {
 function mountHeadView(root, data, options) {
   const MIN_WEIGHT = options.minWeight, ROW = 18;
   let DATA = data, WIDTH = 300, cache = {};
-  const state = { text: 0, layer: 0, isolated: 0, hover: null, drawn: 0 };  // isolated: a head, or null = all
+  // isolated: a head, or null = all; model: every layer x head as small views (bertviz's model view)
+  const state = { text: 0, layer: 0, isolated: 0, hover: null, drawn: 0, model: false };
   root.innerHTML = headViewMarkup(options.title, MIN_WEIGHT);
   const $ = id => root.querySelector("#" + id);  // this view's own elements: a page may hold others
 
@@ -99,14 +104,56 @@ function mountHeadView(root, data, options) {
     canvas.style.width = WIDTH + "px"; canvas.style.height = canvas.height + "px";
   }
 
-  function showHead(h) { state.isolated = h; draw(); }
+  function showHead(h) { state.isolated = h; state.model = false; draw(); }
+
+  function showModel(on) { state.model = on; draw(); }
+
+  function drawModel() {  // one small canvas per layer and head: the same lines, no token labels
+    const item = DATA[state.text], n = item.tokens.length, SIZE = 150, grid = $("model-grid");
+    const cells = [];
+    item.layers.forEach((_, l) => {
+      const w = weights(state.text, l);
+      for (let h = 0; h < item.heads; h++) {
+        const cell = el("div", "model-cell"), canvas = el("canvas");
+        canvas.width = SIZE; canvas.height = SIZE;
+        const ctx = canvas.getContext("2d"), step = SIZE / Math.max(n, 1), base = h * n * n;
+        const buckets = Array.from({ length: 10 }, () => []);
+        let drawn = 0;
+        for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
+          const v = w[base + i * n + j];
+          if (v < MIN_WEIGHT) continue;
+          buckets[Math.min(9, Math.floor(v * 10))].push(i, j); drawn++;
+        }
+        ctx.strokeStyle = HEAD_VIEW_COLOURS[h % HEAD_VIEW_COLOURS.length]; ctx.lineWidth = 0.7;
+        buckets.forEach((pairs, b) => {
+          if (!pairs.length) return;
+          ctx.globalAlpha = Math.min(1, (b + 1) / 10 + 0.05); ctx.beginPath();
+          for (let k = 0; k < pairs.length; k += 2) { ctx.moveTo(0, (pairs[k] + 0.5) * step); ctx.lineTo(SIZE, (pairs[k + 1] + 0.5) * step); }
+          ctx.stroke();
+        });
+        canvas.dataset.drawnLines = drawn;
+        cell.dataset.layer = l; cell.dataset.head = h; cell.title = "layer " + l + " · head " + h + ": click to open";
+        cell.append(el("div", "model-title", "L" + l + " H" + h), canvas);
+        cell.addEventListener("click", () => {
+          state.layer = l; $("layer-select").value = l; showHead(h);
+        });
+        cells.push(cell);
+      }
+    });
+    grid.style.gridTemplateColumns = "repeat(" + item.heads + ", " + (SIZE + 8) + "px)";
+    grid.replaceChildren(...cells);
+  }
 
   function draw() {
+    $("view").hidden = $("view-titles").hidden = state.model;
+    $("model-grid").hidden = !state.model;
+    $("model-toggle").classList.toggle("isolated", state.model);
+    if (state.model) { drawModel(); return; }
     const item = DATA[state.text], n = item.tokens.length, w = weights(state.text, state.layer);
     const canvas = $("lines"), ctx = canvas.getContext("2d");
     ctx.clearRect(0, 0, canvas.width, canvas.height);
     const shown = heads();
-    root.querySelectorAll(".chip").forEach(c => {
+    root.querySelectorAll("#chips .chip").forEach(c => {
       const h = c.dataset.head === "all" ? null : Number(c.dataset.head);
       c.classList.toggle("off", h !== null && !shown.includes(h));
       c.classList.toggle("isolated", state.isolated === h);
@@ -161,10 +208,39 @@ function mountHeadView(root, data, options) {
     state.text = int("text", 0, DATA.length);
     state.layer = int("layer", 0, DATA[state.text].layers.length);
     state.isolated = params.get("head") === "all" ? null : int("head", 0, DATA[state.text].heads);
+    state.model = params.get("view") === "model";
     const hover = /^([qk])(\d+)$/.exec(params.get("hover") || "");  // hover=q3: as if the mouse were on query 3
     if (hover && Number(hover[2]) < DATA[state.text].tokens.length) {
       state.hover = { side: hover[1] === "q" ? "queries" : "keys", index: Number(hover[2]) };
     }
+  }
+
+  function svgOfView() {  // the lines as drawn now (heads, hover), tokens as text: a figure for a paper
+    const item = DATA[state.text], n = item.tokens.length, w = weights(state.text, state.layer);
+    const esc = s => String(s).replace(/[&<>"]/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+    const X0 = 160, X1 = 460, parts = [];
+    for (const h of heads()) {
+      for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
+        if (state.hover && (state.hover.side === "queries" ? state.hover.index !== i : state.hover.index !== j)) continue;
+        const v = w[h * n * n + i * n + j];
+        if (v < MIN_WEIGHT) continue;
+        const opacity = Math.min(1, Math.floor(Math.min(v * 10, 9)) / 10 + 0.15);
+        parts.push(`<line x1="${X0}" y1="${i * ROW + ROW / 2}" x2="${X1}" y2="${j * ROW + ROW / 2}" stroke="${HEAD_VIEW_COLOURS[h % HEAD_VIEW_COLOURS.length]}" stroke-opacity="${opacity.toFixed(2)}" stroke-width="1.5"/>`);
+      }
+    }
+    item.tokens.forEach((t, i) => {
+      parts.push(`<text x="${X0 - 6}" y="${i * ROW + ROW / 2 + 4}" text-anchor="end">${esc(t)}</text>`);
+      parts.push(`<text x="${X1 + 6}" y="${i * ROW + ROW / 2 + 4}">${esc(t)}</text>`);
+    });
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="620" height="${n * ROW + 4}" font-family="sans-serif" font-size="12">${parts.join("")}</svg>`;
+  }
+
+  function saveSvg() {
+    const link = el("a");
+    link.href = URL.createObjectURL(new Blob([svgOfView()], { type: "image/svg+xml" }));
+    link.download = `attention_text${state.text}_layer${state.layer}_head${state.isolated === null ? "all" : state.isolated}.svg`;
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
   }
 
   function canvasChecksum() {
@@ -179,14 +255,27 @@ function mountHeadView(root, data, options) {
     const record = label => ({ step: label, lines: state.drawn, checksum: canvasChecksum(), isolated: state.isolated });
     const steps = [record("default")];
     root.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
-    const chips = root.querySelectorAll(".chip");
+    const chips = root.querySelectorAll("#chips .chip");
     chips[chips.length > 2 ? 1 : 0].click(); steps.push(record("click head chip"));
     root.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first query"));
     root.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseleave"));
     root.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
     const weightsShown = [...root.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
     root.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseleave"));
-    return {
+    const svg = new DOMParser().parseFromString(svgOfView(), "image/svg+xml");
+    const saved = { lines: svg.querySelectorAll("line").length, texts: [...svg.querySelectorAll("text")].map(t => t.textContent),
+                    drawn: state.drawn };
+    const started = performance.now();
+    $("model-toggle").click();
+    const modelMs = performance.now() - started;
+    const cells = [...root.querySelectorAll("#model-grid .model-cell")];
+    const model = { cells: cells.length, ms: modelMs, shown: !$("model-grid").hidden && $("view").hidden,
+                    lines: cells.map(c => Number(c.querySelector("canvas").dataset.drawnLines)) };
+    const last = cells[cells.length - 1];
+    last.click();
+    model.opened = { layer: state.layer, head: state.isolated, want: [Number(last.dataset.layer), Number(last.dataset.head)],
+                     view_shown: !$("view").hidden && $("model-grid").hidden };
+    return { model, svg: saved,
       tokens: DATA[state.text].tokens.length,
       query_elements: root.querySelectorAll("#queries .token").length,
       key_elements: root.querySelectorAll("#keys .token").length,
@@ -204,9 +293,11 @@ function mountHeadView(root, data, options) {
   }
 
   $("text-select").addEventListener("change", e => { state.text = Number(e.target.value); state.layer = 0; state.isolated = 0; buildText(); draw(); });
-  $("layer-select").addEventListener("change", e => { state.layer = Number(e.target.value); draw(); });
+  $("layer-select").addEventListener("change", e => { state.layer = Number(e.target.value); state.model = false; draw(); });
+  $("model-toggle").addEventListener("click", () => showModel(!state.model));
+  $("save-svg").addEventListener("click", saveSvg);
   window.addEventListener("resize", () => { if (DATA.length) { layout(); draw(); } });
   if (DATA.length) fromAddress();
   setData(DATA);
-  return { setData, selftest, checksum: canvasChecksum, state };
+  return { setData, selftest, showModel, svgOfView, checksum: canvasChecksum, state };
 }

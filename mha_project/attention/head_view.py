@@ -79,6 +79,28 @@ def page_item(item: dict) -> dict:
     }
 
 
+def compare_html(left: list[dict], right: list[dict], titles=("left", "right"), title: str = "compare") -> str:
+    """Two head views side by side on one page (two texts, or one text under two runs or epochs): each
+    ``left`` / ``right`` is what :func:`head_view_html` takes; each view keeps its own text, layer and head."""
+    data = [[page_item(item) for item in side] for side in (left, right)]
+    one = page(data[0], titles[0])
+    script = (
+        "const views = [0, 1].map(k => mountHeadView(document.getElementById('side' + k), SIDES[k],"
+        " { minWeight: __MIN__, title: TITLES[k] }));"
+    ).replace("__MIN__", str(MIN_WEIGHT))
+    sides = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
+    names = json.dumps(list(titles), ensure_ascii=False).replace("<", "\\u003c")
+    body = (
+        f"<style>body {{ margin: 0 }} .side {{ display: inline-block; vertical-align: top; width: 49%;"
+        f" overflow-x: auto }}</style><div class='side' id='side0'></div><div class='side' id='side1'></div>"
+        f"<script>{asset('head_view.js')}\nconst SIDES = {sides};\nconst TITLES = {names};\n{script}</script>"
+    )
+    head = one.split("<body>", 1)[0].replace(
+        f"<title>{html.escape(titles[0])}</title>", f"<title>{html.escape(title)}</title>"
+    )
+    return head + "<body>\n" + body + "\n</body></html>\n"
+
+
 def asset(name: str) -> str:
     """head_view.js / .css / .html, shipped beside this module (package data)."""
     return resources.files("mha_project.attention").joinpath(name).read_text(encoding="utf-8")

@@ -16,7 +16,9 @@ from tensorboard.compat.proto import summary_pb2
 from mha_project.attention import PLUGIN_NAME
 from mha_project.attention.head_view import quantize
 
-WEIGHTS, CAPTION = "weights", "caption"  # the two tags of a probe: head_view/probe_{k}/weights, .../caption
+# A probe's two tags per logged step: head_view/probe_{k}/weights/{step} and head_view/probe_{k}/caption/{step}.
+# One tag per step, so the Attention tab reads the one step it shows, however many epochs a run logged.
+WEIGHTS, CAPTION = "weights", "caption"
 
 
 def _metadata(content: dict) -> tf.compat.v1.SummaryMetadata:
@@ -35,5 +37,8 @@ def write_head_view_summary(
     n = len(tokens)
     weights = np.stack([quantize(np.asarray(s)[:, :n, :n]) for s in layers])
     described = {"text": text, "tokens": list(tokens), "label": label}
-    tf.summary.write(f"head_view/probe_{k}/{WEIGHTS}", tf.constant(weights), step=step, metadata=_metadata(described))
-    tf.summary.write(f"head_view/probe_{k}/{CAPTION}", tf.constant(caption), step=step, metadata=_metadata({}))
+    at = int(step)
+    tf.summary.write(
+        f"head_view/probe_{k}/{WEIGHTS}/{at}", tf.constant(weights), step=at, metadata=_metadata(described)
+    )
+    tf.summary.write(f"head_view/probe_{k}/{CAPTION}/{at}", tf.constant(caption), step=at, metadata=_metadata({}))

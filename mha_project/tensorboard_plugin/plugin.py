@@ -21,8 +21,6 @@ from mha_project.attention.head_view import MIN_WEIGHT, asset
 from mha_project.attention.head_view_summary import CAPTION, WEIGHTS
 from mha_project.tensorboard_plugin import PLUGIN_NAME
 
-MAX_STEPS = 10_000  # every logged epoch (the data provider downsamples to this many)
-
 
 class AttentionPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
@@ -55,24 +53,16 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_runs(self, request):
-        ctx, experiment, listing = self._tensors(request)
-        captions = self._data.read_tensors(
-            ctx,
-            experiment_id=experiment,
-            plugin_name=PLUGIN_NAME,
-            downsample=MAX_STEPS,
-            run_tag_filter=provider.RunTagFilter(
-                tags=[t for tags in listing.values() for t in tags if _is(t, CAPTION)]
-            ),
-        )
+        _ctx, _experiment, listing = self._tensors(request)
         runs = []
         for run, tags in sorted(listing.items()):
-            weights = _probe_tags(tags)
-            if not weights:
+            by_step = _weight_tags(tags)
+            if not by_step:
                 continue
-            described = json.loads(tags[weights[0]].plugin_content or b"{}")
-            steps = sorted({d.step for series in captions.get(run, {}).values() for d in series})
-            runs.append({"run": run, "label": described.get("label", ""), "probes": len(weights), "steps": steps})
+            first = next(iter(by_step[min(by_step)].values()))
+            described = json.loads(tags[first].plugin_content or b"{}")
+            probes = len({k for probes in by_step.values() for k in probes})
+            runs.append({"run": run, "label": described.get("label", ""), "probes": probes, "steps": sorted(by_step)})
         return http_util.Respond(request, runs, "application/json")
 
     @wrappers.Request.application
@@ -85,26 +75,27 @@ class AttentionPlugin(base_plugin.TBPlugin):
         step = int(step)
         ctx, experiment, listing = self._tensors(request)
         tags = listing.get(run, {})
+        weight_tags = _weight_tags(tags).get(step, {})  # this step's tags alone: one step is read
+        wanted = [*weight_tags.values(), *(f"head_view/probe_{k}/{CAPTION}/{step}" for k in weight_tags)]
         read = self._data.read_tensors(
             ctx,
             experiment_id=experiment,
             plugin_name=PLUGIN_NAME,
-            downsample=MAX_STEPS,
-            run_tag_filter=provider.RunTagFilter(runs=[run], tags=list(tags)),
+            downsample=1,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=[t for t in wanted if t in tags]),
         ).get(run, {})
         items = []
-        for tag in _probe_tags(tags):
-            at_step = {d.step: d.numpy for d in read.get(tag, [])}
-            captions = {d.step: d.numpy for d in read.get(tag[: -len(WEIGHTS)] + CAPTION, [])}
-            if step not in at_step:
+        for k, tag in sorted(weight_tags.items()):
+            if not read.get(tag):
                 continue
             described = json.loads(tags[tag].plugin_content or b"{}")
-            weights = at_step[step]  # (layers, heads, n, n) uint8
-            caption = captions.get(step)
+            weights = read[tag][-1].numpy  # (layers, heads, n, n) uint8
+            caption = read.get(f"head_view/probe_{k}/{CAPTION}/{step}")
+            caption = caption[-1].numpy.item().decode("utf-8") if caption else ""
             items.append(
                 {
                     "text": described.get("text", ""),
-                    "caption": (caption.item().decode("utf-8") if caption is not None else "") or f"step {step}",
+                    "caption": caption or f"step {step}",
                     "tokens": described.get("tokens", []),
                     "heads": int(weights.shape[1]),
                     "layers": [base64.b64encode(layer.tobytes()).decode("ascii") for layer in weights],
@@ -113,16 +104,19 @@ class AttentionPlugin(base_plugin.TBPlugin):
         return http_util.Respond(request, items, "application/json")
 
 
-def _is(tag: str, kind: str) -> bool:
-    return tag.startswith("head_view/probe_") and tag.endswith("/" + kind)
+def _weight_tags(tags) -> dict[int, dict[int, str]]:
+    """``{step: {probe: tag}}`` of the run's ``head_view/probe_<k>/weights/<step>`` tags; a tag of another shape
+    (a summary written by something else) is left out rather than failing every run's answer."""
+    found: dict[int, dict[int, str]] = {}
+    for tag in tags:
+        parts = tag.split("/")
+        if len(parts) != 4 or parts[0] != "head_view" or parts[2] != WEIGHTS or not _whole(parts[3]):
+            continue
+        index = parts[1].removeprefix("probe_")
+        if parts[1].startswith("probe_") and _whole(index):
+            found.setdefault(int(parts[3]), {})[int(index)] = tag
+    return found
 
 
-def _probe_tags(tags) -> list[str]:
-    """The runs' head-view weight tags in probe order; a tag that is not ``head_view/probe_<k>/weights`` (a
-    summary written by something else) is left out rather than failing every run's answer."""
-    return sorted((t for t in tags if _is(t, WEIGHTS) and _probe_index(t) is not None), key=_probe_index)
-
-
-def _probe_index(tag: str) -> int | None:
-    index = tag.split("/")[1].removeprefix("probe_")
-    return int(index) if index.isascii() and index.isdigit() else None
+def _whole(text: str) -> bool:
+    return text.isascii() and text.isdigit()

@@ -205,17 +205,10 @@ def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: 
             backbone = pretrained_backbone(pretrained, cfg.model)
             log.info(f"backbone initialised from {pretrained_from}")
         model = build_classifier(cfg.model, inputs.vectorizer.vocabulary_size(), inputs.data.num_classes, backbone)
-        if isinstance(model.ngram_branch, NaiveBayesNgrams):
-            # Its log-count ratios from the training split's labels alone (all of it, on every process).
-            batches = pipeline_from_cfg(
-                cfg,
-                inputs.data.train_texts,
-                inputs.data.train_labels,
-                inputs.vectorizer,
-                shuffle=False,
-                batch_size=1024,
-            )
-            model.ngram_branch.adapt(batches.as_numpy_iterator())
+        if isinstance(model.ngram_branch, NaiveBayesNgrams):  # ratios from the training labels (all, every process)
+            data = inputs.data
+            train = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, inputs.vectorizer, shuffle=False)
+            model.ngram_branch.adapt(train.as_numpy_iterator())
         summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
         compile_classifier(model, cfg.trainer, plan.total_steps)
     write_text_atomic(run_dir / "model_summary.txt", summary)
@@ -251,9 +244,8 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
     ]
     after_csv = []
     trial = job_trial()  # a job of hparams_search=optuna: its trial, to report to and maybe be pruned by
-    pruning = None if trial is None else OptunaPruning(*trial, monitor="val_accuracy")
-    if pruning is not None:
-        before_csv.append(pruning)
+    pruning = OptunaPruning(*trial) if trial else None
+    before_csv += [pruning] if pruning else []
     if cfg.logger.tensorboard:
         profile = tuple(cfg.logger.get("profile_batches") or ()) or 0  # (start, stop) batches, 0 = off
         tensorboard = keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch", profile_batch=profile)
@@ -298,9 +290,7 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
         best_val_accuracy=best_of(rows, "val_accuracy"),
         best_epoch=_epochs(best_row(rows, "val_accuracy") / plan.rounds) if rows else None,
         stopped_early=bool(epochs_run < plan.epochs / plan.rounds),
-        pruned_at_epoch=None
-        if pruning is None or pruning.pruned_at_epoch is None
-        else _epochs(pruning.pruned_at_epoch / plan.rounds),
+        pruned_at_epoch=_epochs(pruning.pruned_at_epoch / plan.rounds) if pruning and pruning.pruned_at_epoch else None,
         last_train_accuracy=float(rows[-1]["accuracy"]) if rows and rows[-1].get("accuracy") else None,
         train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
         train_examples_per_second=round(len(inputs.data.train_texts) * passes_now / max(fit.seconds, 1e-9), 1),
