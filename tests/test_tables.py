@@ -238,26 +238,36 @@ def test_predict_reads_plain_text_lines_and_writes_json_lines_or_parquet(table_r
 
 @pytest.mark.slow
 def test_predict_refuses_bad_input_in_one_line_and_leaves_no_output(table_run, tmp_path):
+    from mha_project.analysis.predict import predict_file
+    from mha_project.analysis.runs import load_run
+    from mha_project.errors import UserError
+
     run_dir, path = table_run
     (tmp_path / "empty.csv").write_text("review\n")
     (tmp_path / "latin1.txt").write_bytes("good tea\ncaf\xe9 au lait\n".encode("latin-1"))
+    out = tmp_path / "never.csv"
+    run = load_run(run_dir)
+    for source, column, message in (
+        (tmp_path / "empty.csv", "review", "has no rows to predict"),
+        (tmp_path / "latin1.txt", "text", "line 2 is not UTF-8 text"),
+        (path, "body", "has no column 'body' (its columns: review, stars, shop)"),
+    ):
+        with pytest.raises(UserError) as err:
+            predict_file(run, str(source), str(out), column)
+        assert message in str(err.value) and "\n" not in str(err.value)
+        assert not out.exists() and not list(tmp_path.glob(".never.csv.*"))  # nothing half-written is left
+    # The command line: one line on stderr, exit 2 (the last two answered before TensorFlow loads).
     unfinished = tmp_path / "unfinished"
     unfinished.mkdir()
     cases = [
-        ((str(run_dir), str(path), "--text-column", "body"), "has no column 'body' (its columns: review, stars, shop)"),
-        ((str(run_dir), str(tmp_path / "empty.csv")), "has no rows to predict"),
-        ((str(run_dir), str(tmp_path / "latin1.txt")), "line 2 is not UTF-8 text"),
+        ((str(run_dir), str(path), "--text-column", "body"), "has no column 'body'"),
         ((str(unfinished), str(path)), "not a run directory"),
         ((str(run_dir), str(path), "--batch-size", "0"), "--batch-size=0 is invalid"),
-        (
-            (str(run_dir), str(path), "--out", str(tmp_path / "o.xlsx")),
-            "--out=" + str(tmp_path / "o.xlsx") + " has no output format",
-        ),
     ]
     for args, message in cases:
-        out = tmp_path / "never.csv"
-        result = run_script("predict.py", *args, *(() if "--out" in args else ("--out", str(out))))
-        assert result.returncode == 2, (args, result.stderr[-2000:])
+        result = run_script("predict.py", *args, "--out", str(out))
         lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, lines)
-        assert not out.exists() and not list(tmp_path.glob(".never.csv.*"))  # nothing half-written is left
+        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+        assert not out.exists()
+    with pytest.raises(UserError, match="o.xlsx has no output format"):
+        predict_file(run, str(path), str(tmp_path / "o.xlsx"), "review")

@@ -53,6 +53,7 @@ def test_run_directory_is_complete(tiny_run: Path):
         "pooling": "mean",
         "position_encoding": "learned",
         "ngram_branch": "none",
+        "ngram_weighting": "none",
         "local_conv": 0,
         "pretrain": "none",
     }

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mha_project.analysis.runs import load_run
 from mha_project.attention.head_view import HeadView, compare_html, head_view_html, head_view_items, render
+from mha_project.errors import UserError
 
 __all__ = ["show", "compare", "render", "HeadView"]
 
@@ -17,7 +18,7 @@ def show(run, texts, title: str = "") -> HeadView:
     texts = [texts] if isinstance(texts, str) else list(texts)
     items = head_view_items(run.model, run.vectorizer, texts, run.seq_len, run.class_names, run.truncation)
     if not items:
-        raise ValueError("none of the texts has a word in the run's vocabulary: nothing to show")
+        raise UserError("none of the texts has a word in the run's vocabulary: nothing to show")
     return HeadView(head_view_html(items, title or f"{Path(run.path).name}: attention head view"))
 
 
@@ -34,7 +35,7 @@ def compare(left, right, texts, right_texts=None, titles=None) -> HeadView:
         for run, side_texts in zip(runs, (texts, right_texts))
     ]
     if not all(sides):
-        raise ValueError("a side has no text with a word in its run's vocabulary: nothing to compare")
+        raise UserError("a side has no text with a word in its run's vocabulary: nothing to compare")
     titles = titles or [
         f"{Path(run.path).name}: {run.cfg.model.num_layers} layer(s) x {run.cfg.model.num_heads} heads" for run in runs
     ]
