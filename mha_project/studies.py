@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 import warnings
 from pathlib import Path
 
@@ -46,12 +47,26 @@ def make_storage(url: str | None, heartbeat: bool = True):
         path.parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
     beats = dict(heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS) if heartbeat else {}
+    for attempt in range(4):
+        try:
+            with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9, and the mechanism
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, **beats)
+        except Exception as err:  # SQLAlchemy's URL, driver and connection errors come in many types
+            # Workers started together on a new database race to create Optuna's tables; the loser's
+            # CREATE fails on what the winner made, and a second try finds the tables there.
+            if attempt < 3 and _lost_table_race(err):
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {_first_line(err)}") from None
+
+
+def _lost_table_race(err: Exception) -> bool:
     try:
-        with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9, and still the mechanism
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(url, **beats)
-    except Exception as err:  # SQLAlchemy's URL, driver and connection errors come in many types
-        raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {_first_line(err)}") from None
+        from sqlalchemy.exc import IntegrityError, ProgrammingError
+    except ImportError:
+        return False
+    return isinstance(err, (IntegrityError, ProgrammingError))
 
 
 def make_pruner(name: str, warmup_steps: int, startup_trials: int, max_resource="auto"):
