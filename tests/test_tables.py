@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import compose_cfg, run_script, train_tiny
+from conftest import QUIET, compose_cfg, run_script, train_tiny
 from mha_project.checks import validate_config
 from mha_project.data.sources import load_dataset
 from mha_project.data.tables import read_table
@@ -271,3 +271,25 @@ def test_predict_refuses_bad_input_in_one_line_and_leaves_no_output(table_run, t
         assert not out.exists()
     with pytest.raises(UserError, match="o.xlsx has no output format"):
         predict_file(run, str(path), str(tmp_path / "o.xlsx"), "review")
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_on_a_table_as_on_any_dataset(tmp_path):
+    path = write_table(review_table(60), tmp_path / "reviews.jsonl")
+    sweep = tmp_path / "s"
+    columns = ["data.text_column=review", "data.label_column=stars"]
+    result = run_script(
+        "train.py",
+        "-m",
+        "heads=1,2",
+        "debug=tiny",
+        *QUIET,
+        "data=table",
+        f"data.path={path}",
+        *columns,
+        f"hydra.sweep.dir={sweep}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = [json.loads((sweep / job / "metrics.json").read_text()) for job in ("0", "1")]
+    assert [m["hparams"]["heads"] for m in jobs] == [1, 2] and all(m["dataset"] == "table" for m in jobs)
+    assert jobs[0]["data_fingerprint"] == jobs[1]["data_fingerprint"]  # the same seeded splits in every job
