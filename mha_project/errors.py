@@ -11,3 +11,9 @@ class RunDirRefused(UserError):
 
 class ConfigError(UserError, ValueError):
     """A configuration value that is out of range or names something that does not exist."""
+
+
+def message_line(err: BaseException) -> str:
+    """The first non-empty line of an error's message (a library's multi-line report), else its type's name."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__

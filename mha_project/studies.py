@@ -12,7 +12,7 @@ import time
 import warnings
 from pathlib import Path
 
-from mha_project.errors import ConfigError
+from mha_project.errors import ConfigError, message_line
 
 PRUNERS = ("median", "hyperband", "none")
 SAMPLERS = ("tpe", "random")
@@ -58,7 +58,7 @@ def make_storage(url: str | None, heartbeat: bool = True):
             if attempt < 3 and _lost_table_race(err):
                 time.sleep(0.5 * (attempt + 1))
                 continue
-            raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {_first_line(err)}") from None
+            raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {message_line(err)}") from None
 
 
 def _lost_table_race(err: Exception) -> bool:
@@ -109,7 +109,7 @@ def open_study(storage, storage_url, study_name: str, direction: str, search_spa
             load_if_exists=True,
         )
     except Exception as err:  # an unreachable server, a locked or unreadable file
-        raise ConfigError(f"hydra.sweeper.storage={storage_url} cannot be used: {_first_line(err)}") from None
+        raise ConfigError(f"hydra.sweeper.storage={storage_url} cannot be used: {message_line(err)}") from None
     if study.direction.name.lower() != direction:
         raise ConfigError(
             f"study {study_name!r} in {storage_url} exists with direction {study.direction.name.lower()}, not "
@@ -193,8 +193,3 @@ def job_trial():
         storage.get_study_id_from_name(sweeper.study_name), int(sweeper.trial)
     )
     return study, optuna.trial.Trial(study, trial_id)
-
-
-def _first_line(err: Exception) -> str:
-    lines = [line for line in str(err).strip().splitlines() if line.strip()]
-    return lines[0].strip() if lines else type(err).__name__

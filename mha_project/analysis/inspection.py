@@ -63,11 +63,7 @@ def inspect_text(
     if out_path.suffix.lower().lstrip(".") not in FIGURE_FORMATS:
         raise UserError(f"--out={out_path} is invalid: the extension must be one of .png, .svg, .pdf")
     caption = f"{text[:80]} → {run.class_names[predicted]} ({probs[predicted]:.2f})"
-    if view == "lines":
-        chosen = _chosen_heads(heads, [s.shape[1] for s in scores])
-        fig = attention_lines([s[0] for s in scores], tokens, chosen, caption)
-    else:
-        fig = attention_grid([s[0] for s in scores], tokens, caption, max_tokens, scale=scale)
+    fig = _picture([s[0] for s in scores], tokens, caption, view, heads, max_tokens, scale)
     try:
         save_figure_as(fig, out_path)
     except OSError as err:  # a read-only run dir, a file where the folder should be, a full disk
@@ -111,6 +107,13 @@ def _write_html(run, text: str, html: str) -> None:
         )
     except OSError as err:
         raise UserError(f"cannot write {html} ({err.strerror or err}); pass --html with a writable path") from None
+
+
+def _picture(scores, tokens, caption: str, view: str, heads: str, max_tokens: int, scale: str):
+    """``--view lines``: the head view's lines for the chosen heads; ``heatmap``: the layers x heads grid."""
+    if view == "lines":
+        return attention_lines(scores, tokens, _chosen_heads(heads, [s.shape[0] for s in scores]), caption)
+    return attention_grid(scores, tokens, caption, max_tokens, scale=scale)
 
 
 def _chosen_heads(heads: str, per_layer: list[int]):

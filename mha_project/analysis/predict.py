@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mha_project.data.pipeline import encode
-from mha_project.data.tables import PARQUET_EXTRA, TABLE_FORMATS
+from mha_project.data.tables import TABLE_FORMATS, table_chunks
 from mha_project.errors import UserError
 
 OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -46,34 +46,16 @@ def read_rows(path: str, fmt: str, text_column: str):
     if fmt == "text":
         yield from _text_lines(path)
         return
-    import pandas as pd
-
     if not Path(path).is_file():
         raise UserError(f"{path} is not a file")
-    try:
-        if fmt == "parquet":
-            try:
-                import pyarrow.parquet as pq
-            except ImportError:
-                raise UserError(f"{path}: {PARQUET_EXTRA}") from None
-            chunks = (batch.to_pandas() for batch in pq.ParquetFile(path).iter_batches(batch_size=READ_ROWS))
-        elif fmt == "jsonl":
-            chunks = pd.read_json(path, lines=True, chunksize=READ_ROWS, dtype=False)
-        else:
-            sep = "," if fmt == "csv" else "\t"
-            chunks = pd.read_csv(path, sep=sep, chunksize=READ_ROWS, dtype=str, keep_default_na=False, na_values=[""])
-        for chunk in chunks:
-            if text_column not in chunk.columns:
-                raise UserError(
-                    f"{path} has no column {text_column!r} (its columns: {', '.join(map(str, chunk.columns))}); "
-                    "name it with --text-column"
-                )
-            texts = [None if _missing(v) else str(v) for v in chunk[text_column].tolist()]
-            yield chunk.to_dict("records"), texts
-    except UserError:
-        raise
-    except Exception as err:  # pandas' and pyarrow's parser errors come in several types
-        raise UserError(f"{path} cannot be read as {fmt.upper()}: {str(err).strip().splitlines()[0]}") from None
+    for chunk in table_chunks(path, fmt, path, rows=READ_ROWS):
+        if text_column not in chunk.columns:
+            raise UserError(
+                f"{path} has no column {text_column!r} (its columns: {', '.join(map(str, chunk.columns))}); "
+                "name it with --text-column"
+            )
+        texts = [None if _missing(v) else str(v) for v in chunk[text_column].tolist()]
+        yield chunk.to_dict("records"), texts
 
 
 def _missing(value) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_project.errors import ConfigError, UserError
+from mha_project.errors import ConfigError, UserError, message_line
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def read_table(path, text_column: str, label_column: str | None, key: str = "dat
         raise ConfigError(f"{key}={path} is not a file")
     columns = [text_column] + ([label_column] if label_column is not None else [])
     texts, labels, dropped, rows = [], [], 0, 0
-    for chunk in _chunks(path, fmt, columns, key):
+    for chunk in table_chunks(path, fmt, f"{key}={path}", columns):
         missing = [c for c in columns if c not in chunk.columns]
         if missing:
             names = _column_names(path, fmt)
@@ -135,7 +135,10 @@ def _column_names(path: Path, fmt: str) -> list:
     return list(pq.ParquetFile(path).schema_arrow.names)
 
 
-def _chunks(path: Path, fmt: str, columns: list[str], key: str):
+def table_chunks(path, fmt: str, name: str, columns: list[str] | None = None, rows: int = CHUNK_ROWS):
+    """DataFrames of ``rows`` rows of the table at ``path`` in ``fmt``, only ``columns`` when given (a missing
+    one is absent from every chunk); ``name`` names the file in the one-line error for a file that cannot be
+    parsed. What ``data=table`` and ``scripts/predict.py`` read tables with."""
     import pandas as pd
 
     try:
@@ -143,37 +146,31 @@ def _chunks(path: Path, fmt: str, columns: list[str], key: str):
             yield from pd.read_csv(
                 path,
                 sep="," if fmt == "csv" else "\t",
-                usecols=lambda name: name in columns,
-                chunksize=CHUNK_ROWS,
+                usecols=None if columns is None else (lambda column: column in columns),
+                chunksize=rows,
                 dtype=str,
                 keep_default_na=False,
                 na_values=[""],
             )
         elif fmt == "jsonl":
-            for chunk in pd.read_json(path, lines=True, chunksize=CHUNK_ROWS, dtype=False):
-                yield chunk[[c for c in chunk.columns if c in columns]]
+            for chunk in pd.read_json(path, lines=True, chunksize=rows, dtype=False):
+                yield chunk if columns is None else chunk[[c for c in chunk.columns if c in columns]]
         else:
             try:
                 import pyarrow.parquet as pq
             except ImportError:
-                raise ConfigError(f"{key}={path}: {PARQUET_EXTRA}") from None
+                raise ConfigError(f"{name}: {PARQUET_EXTRA}") from None
             table = pq.ParquetFile(path)
-            names = table.schema_arrow.names
-            wanted = [c for c in columns if c in names]
-            if len(wanted) < len(columns):
-                yield pd.DataFrame(columns=wanted)  # read_table names the missing column
+            wanted = None if columns is None else [c for c in columns if c in table.schema_arrow.names]
+            if columns is not None and len(wanted) < len(columns):
+                yield pd.DataFrame(columns=wanted)  # the caller names the missing column
                 return
-            for batch in table.iter_batches(batch_size=CHUNK_ROWS, columns=wanted):
+            for batch in table.iter_batches(batch_size=rows, columns=wanted):
                 yield batch.to_pandas()
-    except (ConfigError, UserError):
+    except UserError:
         raise
     except Exception as err:  # pandas' and pyarrow's parser errors come in several types
-        raise ConfigError(f"{key}={path} cannot be read as {fmt.upper()}: {_first_line(err)}") from None
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
+        raise ConfigError(f"{name} cannot be read as {fmt.upper()}: {message_line(err)}") from None
 
 
 def load_table_splits(data_cfg, seed: int):
