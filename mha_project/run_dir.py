@@ -43,6 +43,7 @@ from mha_project.errors import RunDirRefused, UserError
 IDENTITY_FILE = "run.json"
 FAILURE_FILE = "failure.json"  # why a run stopped before it finished (train.py); the tools name the reason
 MODEL_FILE = "model.keras"  # the trained classifier
+VOCAB_FILE = "vocab.txt"  # the TextVectorization vocabulary, one word a line (data/vocabulary.py)
 STAGE_DIR = "pretrain"  # what the pretraining stage writes (its own model.keras, history, TensorBoard)
 
 
@@ -59,7 +60,7 @@ IDENTITY_KEYS = ("data", "model", "trainer", "pretrain", "seed", "deterministic"
 
 
 # What a finished run must hold besides metrics.json for the tools that read it back (analysis/).
-REQUIRED = ("model.keras", "vocab.txt")
+REQUIRED = (MODEL_FILE, VOCAB_FILE)
 # Stages in order; run.json's "stage" is the last one finished.
 STAGES = ("started", "pretrained", "trained", "tested", "saved", "exported", "finished")
 
@@ -69,9 +70,9 @@ RUN_FILES = (
     "attention.html",
     "model_summary.txt",
     "metrics.json",
-    "model.keras",
+    MODEL_FILE,
     "history.csv",
-    "vocab.txt",
+    VOCAB_FILE,
     "backup",
     "checkpoints",
     "export",

@@ -1,6 +1,7 @@
 import contextlib
 import functools
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,30 +21,6 @@ TINY = ["debug=tiny"]
 # The lean profile, for a test that needs none of these artefacts: no attention images, no head view, no SavedModel.
 QUIET = ["logger.attention.every_n_epochs=0", "logger.attention.html=false", "export=false"]
 TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
-
-
-# The files with the most end-to-end runs, heaviest first. pytest-xdist (--dist loadfile) hands files to
-# its two workers in collection order, so starting the longest ones first keeps one worker from running a
-# ten-minute file alone at the end (longest-processing-time-first scheduling). Other files keep their order.
-HEAVIEST_FIRST = [
-    "test_optuna.py",
-    "test_pretrain.py",
-    "test_tables.py",
-    "test_errors.py",
-    "test_run_dir.py",
-    "test_sweeps.py",
-    "test_data_parallel.py",
-    "test_reliability.py",
-    "test_head_view.py",
-    "test_performance.py",
-    "test_notebook.py",
-    "test_train_cli.py",
-]
-
-
-def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order within a file is kept
 
 
 def compose_cfg(*overrides: str):
@@ -224,6 +201,40 @@ def tensorboard_server(*args: str):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium, headless, driven by Playwright: one browser for the session, a fresh page per test
+    (``page``). Playwright's own browser download is not used (``executable_path``)."""
+    executable = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if executable is None:
+        if os.environ.get("MHA_REQUIRE_BROWSER"):
+            pytest.fail("no chromium on PATH; .ci/run installs Debian's chromium package")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    yield context.new_page()
+    context.close()
+
+
+HEAD_VIEW_DRIVER = (ROOT / "tests" / "head_view_driver.js").read_text(encoding="utf-8")
+
+
+def drive_head_view(page, selector: str = "body") -> dict:
+    """Click through the head view inside ``selector`` as a person would (tests/head_view_driver.js); what
+    each step drew."""
+    page.wait_for_selector(f"{selector} #queries .token", state="attached")
+    return page.evaluate(HEAD_VIEW_DRIVER, selector)
 
 
 def poll(ask, ready=bool, seconds: float = 90):

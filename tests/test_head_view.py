@@ -1,16 +1,13 @@
 """The interactive head view: a self-contained page, checked in a real headless browser (Chromium)."""
 
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import run_script
+from conftest import drive_head_view, run_script
 from mha_project.attention.head_view import asset, decode_weights, encode_weights, head_view_html
 
 
@@ -47,34 +44,30 @@ def test_page_is_self_contained_and_its_data_cannot_close_the_script():
     assert data[1]["tokens"][3] == "</script><script>alert(1)</script>"
 
 
-def _browser() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    if os.environ.get("MHA_REQUIRE_BROWSER"):
-        pytest.fail("no chromium on PATH; .ci/run installs Debian's chromium package")
-    pytest.skip("no chromium on PATH (apt-get install chromium)")
+def _open(page, path: Path, view: str = ""):
+    """Load ``path`` afresh (the view reads its address once, when it loads)."""
+    page.goto("about:blank")
+    page.goto(f"{path.as_uri()}#{view}")
+    page.wait_for_selector("#queries .token", state="attached")
+    return page
 
 
-def _chromium(*args: str) -> subprocess.CompletedProcess:
-    command = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+def _drive(page, path: Path, view: str = "") -> dict:
+    return drive_head_view(_open(page, path, view))
 
 
-def _selftest(page: Path, view: str = "") -> dict:
-    dom = _chromium(
-        "--window-size=1400,1000", "--virtual-time-budget=10000", "--dump-dom", f"{page.as_uri()}#selftest{view}"
-    ).stdout
-    found = re.search(r'<pre id="selftest">(.*?)</pre>', dom, re.S)
-    assert found, dom[-2000:]
-    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-
-
-def _screenshot(page: Path, out: Path, view: str = "") -> np.ndarray:
+def _screenshot(page, path: Path, out: Path, view: str = "") -> np.ndarray:
     import matplotlib.image
 
-    _chromium("--window-size=1400,1000", f"--screenshot={out}", f"{page.as_uri()}#{view}")
+    _open(page, path, view).screenshot(path=out)
     return matplotlib.image.imread(out)
+
+
+def _saved_svg(page) -> str:
+    """What "save SVG" downloads, as a person clicking it gets it."""
+    with page.expect_download() as download:
+        page.click("#save-svg")
+    return Path(download.value.path()).read_text(encoding="utf-8")
 
 
 def _width_used(pixels: np.ndarray, top: int = 200) -> float:
@@ -86,10 +79,10 @@ def _width_used(pixels: np.ndarray, top: int = 200) -> float:
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_head_view_in_a_real_browser_for_512_tokens(tmp_path):
-    page = tmp_path / "view.html"
-    page.write_text(head_view_html(synthetic(512), title="512 tokens"), encoding="utf-8")
-    result = _selftest(page)
+def test_head_view_in_a_real_browser_for_512_tokens(tmp_path, page):
+    view = tmp_path / "view.html"
+    view.write_text(head_view_html(synthetic(512), title="512 tokens"), encoding="utf-8")
+    result = _drive(page, view)
     assert result["tokens"] == result["query_elements"] == result["key_elements"] == 512  # one element per token
     steps = {s["step"]: s for s in result["steps"]}
     default, every, one = steps["default"], steps["all heads"], steps["click head chip"]
@@ -102,8 +95,8 @@ def test_head_view_in_a_real_browser_for_512_tokens(tmp_path):
     assert result["weights_shown_on_hover"] > 0  # hovering a key shows each query's weight beside it
     assert result["canvas_width"] > 0.6 * result["window_width"]  # the lines use the window's width
 
-    pixels = _screenshot(page, tmp_path / "shot.png")
-    pixels_all = _screenshot(page, tmp_path / "shot_all.png", "head=all")
+    pixels = _screenshot(page, view, tmp_path / "shot.png")
+    pixels_all = _screenshot(page, view, tmp_path / "shot_all.png", "head=all")
     assert pixels.shape[0] >= 900 and pixels.shape[1] >= 1300
     assert pixels.std() > 0.05 and (pixels[..., :3].mean(-1) < 0.9).mean() > 0.02  # not blank
     assert _width_used(pixels) > 0.8  # drawn across the window, not in its left third
@@ -113,18 +106,17 @@ def test_head_view_in_a_real_browser_for_512_tokens(tmp_path):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path):
+def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path, page):
     # Issue case: "<!--<script>" in the data put the browser's parser in a state where the script never ran.
     items = synthetic(12)
     items[0]["tokens"][2] = "<!--<script>"
     items[0]["text"] = "a review with <!--<script> inside"
-    page = tmp_path / "view.html"
-    page.write_text(head_view_html(items, title="comment"), encoding="utf-8")
-    result = _selftest(page)
+    view = tmp_path / "view.html"
+    view.write_text(head_view_html(items, title="comment"), encoding="utf-8")
+    result = _drive(page, view)
     assert result["tokens"] == result["query_elements"] == 12
     # The columns say which side is which, and an unselected head's chip stays readable.
-    dom = _chromium("--window-size=1400,1000", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()).stdout
-    titles = re.search(r'<div id="view-titles">(.*?)</div>', dom, re.S).group(1)
+    titles = page.inner_text("#view-titles")
     assert "queries" in titles and "keys" in titles
     off = re.search(r"\.chip\.off \{ opacity: ([0-9.]+)", asset("head_view.css"))
     assert float(off.group(1)) >= 0.5
@@ -136,18 +128,19 @@ def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path)
     hosted.write_text(
         source.replace("mountHeadView(document.body,", 'mountHeadView(document.getElementById("mount"),', 1)
     )
-    dom = _chromium("--window-size=1400,1000", "--virtual-time-budget=10000", "--dump-dom", hosted.as_uri()).stdout
-    assert '<div id="caption">outer</div>' in dom and "12 tokens" in dom.split('<div id="mount">')[1]
+    page.goto(hosted.as_uri())
+    page.wait_for_selector("#mount #queries .token")
+    assert page.inner_text("body > #caption") == "outer" and "12 tokens" in page.inner_text("#mount #caption")
 
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_every_run_writes_a_head_view_and_inspect_writes_one_on_request(tiny_run: Path, tmp_path):
+def test_every_run_writes_a_head_view_and_inspect_writes_one_on_request(tiny_run: Path, tmp_path, page):
     run_page = tiny_run / "attention.html"
-    result = _selftest(run_page)
+    result = _drive(page, run_page)
     assert result["heads"] == 2 and result["query_elements"] == result["tokens"] > 0
     assert result["steps"][0]["lines"] > 0
-    caption = re.search(r'<div id="caption">(.*?)</div>', _chromium("--dump-dom", run_page.as_uri()).stdout).group(1)
+    caption = _open(page, run_page).inner_text("#caption")
     assert re.fullmatch(r"predicted \w+ \(p=0\.\d\d\) · true label \w+ · \d+ tokens", caption), caption
 
     text = "the coffee was fresh and lovely " * 3
@@ -155,7 +148,7 @@ def test_every_run_writes_a_head_view_and_inspect_writes_one_on_request(tiny_run
     cli = run_script("inspect_attention.py", str(tiny_run), text, "--html", str(out), "--out", str(tmp_path / "a.png"))
     assert cli.returncode == 0, cli.stderr[-2000:]
     assert f"head view: {out}" in cli.stdout
-    result = _selftest(out)
+    result = _drive(page, out)
     assert result["tokens"] == 18  # six words, three times; all within seq_len 32
 
 
@@ -172,7 +165,7 @@ def _mha_attention(tokens: int = 6, heads: int = 3):
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_render_draws_any_keras_models_attention_and_shows_itself_in_a_notebook(tmp_path):
+def test_render_draws_any_keras_models_attention_and_shows_itself_in_a_notebook(tmp_path, page):
     from mha_project.attention.head_view import render
 
     scores = _mha_attention()
@@ -182,7 +175,7 @@ def test_render_draws_any_keras_models_attention_and_shows_itself_in_a_notebook(
         tokens, np.stack([scores, scores[::-1]]), caption="a plain MultiHeadAttention"
     )  # (layers, heads, n, n)
     assert str(view) == str(same) == (tmp_path / "any.html").read_text()
-    result = _selftest(tmp_path / "any.html")
+    result = _drive(page, tmp_path / "any.html")
     assert result["tokens"] == result["query_elements"] == 6
     assert {s["step"]: s for s in result["steps"]}["default"]["lines"] > 0
     # In a notebook: the whole page inside an iframe's srcdoc (its script runs there; nothing is fetched).
@@ -245,35 +238,42 @@ def test_inspect_draws_the_lines_figure_and_refuses_a_head_that_does_not_exist(t
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.parametrize("tokens", [128, 512])
-def test_the_model_view_shows_every_layer_and_head_and_a_click_opens_one(tmp_path, tokens):
-    page = tmp_path / "model.html"
-    page.write_text(head_view_html(synthetic(tokens, heads=8, layers=2), title="model view"), encoding="utf-8")
-    result = _selftest(page)
+def test_the_model_view_shows_every_layer_and_head_and_a_click_opens_one(tmp_path, page, tokens):
+    view = tmp_path / "model.html"
+    view.write_text(head_view_html(synthetic(tokens, heads=8, layers=2), title="model view"), encoding="utf-8")
+    result = _drive(page, view)
     model = result["model"]
     assert model["cells"] == 16 and model["shown"]  # 2 layers x 8 heads side by side
     assert all(lines > 0 for lines in model["lines"])
     assert (
         model["opened"]["view_shown"] and [model["opened"]["layer"], model["opened"]["head"]] == model["opened"]["want"]
     )
-    print(f"model view, {tokens} tokens, 2 x 8 heads: {model['ms']:.0f} ms")  # docs/speed.md quotes it
-    # "save SVG": the view as drawn (the last hovered state: one key), its tokens as text on both sides.
-    svg = result["svg"]
-    assert svg["lines"] == svg["drawn"] > 0 and len(svg["texts"]) == 2 * tokens
-    pixels = _screenshot(page, tmp_path / "model.png", "view=model")  # the address opens it
+    print(
+        f"model view, {tokens} tokens, 2 x 8 heads: {model['ms']:.0f} ms to draw, {model['frame_ms']:.0f} ms to paint"
+    )  # docs/speed.md quotes it
+    # "save SVG" downloads the view as drawn (the head the grid opened), its tokens as text on both sides.
+    svg = _saved_svg(page)
+    lines, texts = re.findall(r"<line ", svg), re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert len(lines) == int(page.get_attribute("#lines", "data-drawn-lines")) > 0
+    assert texts == [t for i in range(tokens) for t in (f"w{i}", f"w{i}")]
+    pixels = _screenshot(page, view, tmp_path / "model.png", "view=model")  # the address opens it
     assert (pixels[150:, :, :3].mean(-1) < 0.85).mean() > 0.01
 
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_compare_puts_two_runs_side_by_side_each_with_its_own_heads(tiny_run: Path, tmp_path):
+def test_compare_puts_two_runs_side_by_side_each_with_its_own_heads(tiny_run: Path, tmp_path, page):
     from mha_project.analysis.head_view import compare
     from mha_project.analysis.runs import load_run
 
     run = load_run(tiny_run)
     view = compare(run, run, "great coffee", right_texts=["stale tea", "awful"], titles=("left run", "right </script>"))
-    page = view.save(tmp_path / "compare.html")
+    page_file = view.save(tmp_path / "compare.html")
     assert str(view).count("</script>") == 1  # a title cannot close the script
-    dom = _chromium("--window-size=1600,1000", "--virtual-time-budget=10000", "--dump-dom", page.as_uri()).stdout
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(page_file.as_uri())
+    page.wait_for_selector("#side1 #queries .token")
+    dom = page.content()
     sides = re.findall(r'<div class="side" id="side(\d)">(.*?)<canvas id="lines"', dom, re.S)
     assert [k for k, _ in sides] == ["0", "1"], dom[-2000:]
     assert "great" in sides[0][1] and "stale" in sides[1][1] and "stale" not in sides[0][1]

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_head_view import _chromium
 
-from conftest import TINY_ANY_HEADS, poll, run_script, tensorboard_server, train_tiny
+from conftest import TINY_ANY_HEADS, drive_head_view, poll, run_script, tensorboard_server, train_tiny
 from mha_project.tensorboard_plugin import PLUGIN_NAME
 
 LONG_PROBE = " ".join(["the coffee was great but the tea"] * 80)  # 560 words: 512 tokens at seq_len=512
@@ -63,7 +62,7 @@ def _status(url: str) -> tuple[int, str]:
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoch(
-    long_probe_run, attention_sweep, tmp_path
+    long_probe_run, attention_sweep, tmp_path, page
 ):
     write_malformed_summary(tmp_path / "malformed")
     spec = f"long:{long_probe_run},sweep:{attention_sweep},bad:{tmp_path / 'malformed'}"
@@ -78,8 +77,8 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
         malformed = _status(f"{url}/data/plugin/{PLUGIN_NAME}/data?run=bad&step=0")
         script = urllib.request.urlopen(f"{url}/data/plugin/{PLUGIN_NAME}/index.js", timeout=10).read().decode()
         index = [r["run"] for r in runs].index(long_run)
-        page = f"{url}/data/plugin_entry.html?name={PLUGIN_NAME}#selftest&run={index}"  # what the tab's frame loads
-        dom = _chromium("--window-size=1400,1000", "--virtual-time-budget=20000", "--dump-dom", page).stdout
+        page.goto(f"{url}/data/plugin_entry.html?name={PLUGIN_NAME}#run={index}")  # what the tab's frame loads
+        tab = _use_the_tab(page, [r["run"] for r in runs], long_run)
 
     assert listing[PLUGIN_NAME]["enabled"] and listing[PLUGIN_NAME]["tab_name"] == "Attention"
     for step, (code, body) in bad_steps.items():
@@ -102,14 +101,72 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
         not re.search(r"https?://(?!www\.w3\.org/2000/svg\b)", script)
         and "import " not in script.split("export async function render")[0]
     )
-    found = re.search(r'<pre id="selftest">(.*?)</pre>', dom, re.S)
-    assert found, dom[-2000:]
-    result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-    steps = {s["step"]: s for s in result["steps"]}
-    first, last, other = steps["first epoch"], steps["last epoch"], steps["another run"]
+    first, last, other, left, right = (tab[k] for k in ("first epoch", "last epoch", "another run", "left", "right"))
     assert first["run"] == long_run and first["tokens"] == 512  # one element per token of the 512-token probe
     assert (first["epoch"], last["epoch"]) == (0, 1) and first["checksum"] != last["checksum"]  # the epoch moved it
     assert other["run"] != long_run and other["checksum"] != last["checksum"]  # another run, other weights
+    # Compare: the left keeps its run and epoch 0, the right opens on the same run's last epoch, side by side.
+    assert (left["run"], left["epoch"], right["run"], right["epoch"]) == (long_run, 0, long_run, 1)
+    assert left["checksum"] == first["checksum"] and right["lines"] == last["lines"]  # (the right side is narrower)
+    assert right["box"]["x"] > left["box"]["x"] + left["box"]["width"] - 1  # beside it, not below
+    # The head view's own controls inside the tab: every head at once (layers x heads), a click opens one,
+    # and "save SVG" downloads the right side's picture.
+    model = tab["driven"]["model"]
+    assert (
+        model["cells"] == len(probe["layers"]) * heads and model["shown"] and all(lines > 0 for lines in model["lines"])
+    )
+    assert (
+        model["opened"]["view_shown"] and [model["opened"]["layer"], model["opened"]["head"]] == model["opened"]["want"]
+    )
+    assert tab["svg_lines"] == tab["drawn_lines"] > 0 and tab["svg_tokens"] == 2 * 512
+
+
+CHECKSUM = """s => {  // the alpha of every pixel of a panel's lines, weighted by place: changes when the picture does
+  const canvas = document.querySelector(s + ' #lines');
+  const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  let sum = 0;
+  for (let i = 3; i < px.length; i += 4) sum = (sum + px[i] * ((i >> 2) % 9973 + 1)) % 1000000007;
+  return sum;
+}"""
+
+
+def _use_the_tab(page, runs: list[str], long_run: str) -> dict:
+    """Drag the epoch slider, pick another run, open "compare", click through the right side's head view."""
+
+    def shown(panel: str, want: str) -> dict:
+        page.wait_for_function("([s, w]) => document.querySelector(s)?.dataset.shown === w", arg=[panel, want])
+        run, epoch = want.rsplit("@", 1)
+        tokens = page.locator(f"{panel} #queries .token").count()
+        box = page.locator(panel).bounding_box()
+        return {
+            "run": run,
+            "epoch": int(epoch),
+            "tokens": tokens,
+            "checksum": page.evaluate(CHECKSUM, panel),
+            "lines": int(page.get_attribute(f"{panel} #lines", "data-drawn-lines")),
+            "box": box,
+        }
+
+    left = "#panel-left"
+    found = {"first epoch": shown(left, f"{long_run}@0")}
+    page.eval_on_selector(f"{left} #epoch-slider", "s => { s.value = s.max; s.dispatchEvent(new Event('input')); }")
+    found["last epoch"] = shown(left, f"{long_run}@1")
+    other_run = next(run for run in runs if run != long_run)
+    page.select_option(f"{left} #run-select", value=str(runs.index(other_run)))  # the options' values: list indices
+    found["another run"] = shown(left, f"{other_run}@0")
+    page.select_option(f"{left} #run-select", value=str(runs.index(long_run)))
+    found["left"] = shown(left, f"{long_run}@0")
+    page.check("#compare-toggle")
+    found["right"] = shown("#panel-right", f"{long_run}@1")
+    found["left"]["box"] = page.locator(left).bounding_box()  # now that the right side takes half the width
+    found["driven"] = drive_head_view(page, "#panel-right")
+    with page.expect_download() as download:
+        page.click("#panel-right #save-svg")
+    svg = Path(download.value.path()).read_text(encoding="utf-8")
+    found["svg_lines"] = len(re.findall(r"<line ", svg))
+    found["svg_tokens"] = len(re.findall(r"<text[^>]*>", svg))
+    found["drawn_lines"] = int(page.get_attribute("#panel-right #lines", "data-drawn-lines"))
+    return found
 
 
 def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_path):

@@ -56,6 +56,14 @@ def test_run_directory_is_complete(tiny_run: Path):
         "ngram_weighting": "none",
         "local_conv": 0,
         "pretrain": "none",
+        # every other model option, by its own name (training/hparams.py reads them from the schema)
+        "activation": "gelu",
+        "use_bias": True,
+        "norm_first": False,
+        "ngram_buckets": 262144,
+        "ngram_dim": 16,
+        "ngram_l2": 0.0001,
+        "encoder_logit_dropout": 0.0,
     }
     assert metrics["pretrain"] is None  # no pretraining stage (README "Self-pretraining")
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0

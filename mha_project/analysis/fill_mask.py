@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from mha_project.analysis.runs import load_masked_lm
 from mha_project.data.masking import MASK_TOKEN
 from mha_project.data.pipeline import truncation_of
-from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
+from mha_project.data.vocabulary import saved_vectorizer
 from mha_project.errors import UserError
 from mha_project.model.fill_mask import fill_mask
 from mha_project.run_dir import MODEL_FILE, STAGE_DIR
@@ -32,5 +32,5 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
     if "[mask]" not in text.lower():  # before the model loads: a typo gets its answer at once
         raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
     model = load_masked_lm(run_dir)
-    vectorizer = make_vectorizer(None, int(cfg.data.vocab_size), vocabulary=read_vocabulary(run_dir / "vocab.txt"))
+    vectorizer = saved_vectorizer(run_dir / "vocab.txt", cfg.data.vocab_size)
     return fill_mask(model, vectorizer, text, int(cfg.data.seq_len), top_k, truncation_of(cfg.data))

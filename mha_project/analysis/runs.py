@@ -10,7 +10,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from mha_project.data.pipeline import encode, pad_batch, truncation_of
-from mha_project.data.vocabulary import make_vectorizer, read_vocabulary
+from mha_project.data.vocabulary import saved_vectorizer
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.run_dir import MODEL_FILE, STAGE_DIR, check_run_dir, no_attention
@@ -101,5 +101,5 @@ def load_run(path, needs_attention: bool = False) -> Run:
     model = load_model_safely(path / "model.keras")
     if needs_attention and not encoder_blocks(model):
         raise no_attention(path, cfg.model.get("ngram_branch"))
-    vectorizer = make_vectorizer(None, int(cfg.data.vocab_size), vocabulary=read_vocabulary(path / "vocab.txt"))
+    vectorizer = saved_vectorizer(path / "vocab.txt", cfg.data.vocab_size)
     return Run(path, cfg, model, vectorizer, metrics)

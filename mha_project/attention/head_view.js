@@ -31,18 +31,17 @@ function headViewMarkup(title, minWeight) {
  <canvas id="lines" width="300" height="10"></canvas>
  <div class="col right" id="keys"></div>
 </div>
-<div id="model-grid" hidden></div>
-<pre id="selftest" hidden></pre>`;
+<div id="model-grid" hidden></div>`;
 }
 
 // Draws `data` (a list of texts: tokens, caption, heads, layers of base64 one-byte weights) into `root`.
-// Returns { setData(data), selftest() }: a host swaps the texts (another run, another epoch) in place,
-// keeping the text, layer and head the reader chose.
+// Returns { setData(data) }: a host swaps the texts (another run, another epoch) in place, keeping the text,
+// layer and head the reader chose. Each drawing says how many lines it drew (canvas data-drawn-lines).
 function mountHeadView(root, data, options) {
   const MIN_WEIGHT = options.minWeight, ROW = 18;
   let DATA = data, WIDTH = 300, cache = {};
   // isolated: a head, or null = all; model: every layer x head as small views (bertviz's model view)
-  const state = { text: 0, layer: 0, isolated: 0, hover: null, drawn: 0, model: false };
+  const state = { text: 0, layer: 0, isolated: 0, hover: null, model: false };
   root.innerHTML = headViewMarkup(options.title, MIN_WEIGHT);
   const $ = id => root.querySelector("#" + id);  // this view's own elements: a page may hold others
 
@@ -99,7 +98,7 @@ function mountHeadView(root, data, options) {
   function layout() {  // the lines use the width the two token columns leave (the weights' room kept free)
     const n = DATA[state.text].tokens.length, canvas = $("lines");
     const used = $("queries").offsetWidth + $("keys").offsetWidth;
-    WIDTH = Math.max(200, Math.min(1600, document.documentElement.clientWidth - used - 120));
+    WIDTH = Math.max(200, Math.min(1600, (root.clientWidth || document.documentElement.clientWidth) - used - 120));
     canvas.width = WIDTH; canvas.height = Math.max(ROW, n * ROW);
     canvas.style.width = WIDTH + "px"; canvas.style.height = canvas.height + "px";
   }
@@ -189,7 +188,6 @@ function mountHeadView(root, data, options) {
       });
     }
     ctx.globalAlpha = 1;
-    state.drawn = drawn;
     canvas.dataset.drawnLines = drawn;
     const other = state.hover ? (state.hover.side === "queries" ? "keys" : "queries") : null;
     for (const side of ["queries", "keys"]) {
@@ -243,46 +241,6 @@ function mountHeadView(root, data, options) {
     setTimeout(() => URL.revokeObjectURL(link.href), 1000);
   }
 
-  function canvasChecksum() {
-    const canvas = $("lines");
-    const px = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
-    let sum = 0;
-    for (let i = 3; i < px.length; i += 4) sum = (sum + px[i] * ((i >> 2) % 9973 + 1)) % 1000000007;
-    return sum;
-  }
-
-  function selftest() {  // what a person would do: look, click a head, hover tokens; record each picture
-    const record = label => ({ step: label, lines: state.drawn, checksum: canvasChecksum(), isolated: state.isolated });
-    const steps = [record("default")];
-    root.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
-    const chips = root.querySelectorAll("#chips .chip");
-    chips[chips.length > 2 ? 1 : 0].click(); steps.push(record("click head chip"));
-    root.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first query"));
-    root.querySelector("#queries .token").dispatchEvent(new MouseEvent("mouseleave"));
-    root.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
-    const weightsShown = [...root.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
-    root.querySelector("#keys .token").dispatchEvent(new MouseEvent("mouseleave"));
-    const svg = new DOMParser().parseFromString(svgOfView(), "image/svg+xml");
-    const saved = { lines: svg.querySelectorAll("line").length, texts: [...svg.querySelectorAll("text")].map(t => t.textContent),
-                    drawn: state.drawn };
-    const started = performance.now();
-    $("model-toggle").click();
-    const modelMs = performance.now() - started;
-    const cells = [...root.querySelectorAll("#model-grid .model-cell")];
-    const model = { cells: cells.length, ms: modelMs, shown: !$("model-grid").hidden && $("view").hidden,
-                    lines: cells.map(c => Number(c.querySelector("canvas").dataset.drawnLines)) };
-    const last = cells[cells.length - 1];
-    last.click();
-    model.opened = { layer: state.layer, head: state.isolated, want: [Number(last.dataset.layer), Number(last.dataset.head)],
-                     view_shown: !$("view").hidden && $("model-grid").hidden };
-    return { model, svg: saved,
-      tokens: DATA[state.text].tokens.length,
-      query_elements: root.querySelectorAll("#queries .token").length,
-      key_elements: root.querySelectorAll("#keys .token").length,
-      heads: DATA[state.text].heads, steps, weights_shown_on_hover: weightsShown,
-      canvas_width: WIDTH, window_width: document.documentElement.clientWidth };
-  }
-
   function setData(newData) {
     DATA = newData; cache = {};
     if (!DATA.length) { $("caption").textContent = "no attention logged here"; return; }
@@ -299,5 +257,5 @@ function mountHeadView(root, data, options) {
   window.addEventListener("resize", () => { if (DATA.length) { layout(); draw(); } });
   if (DATA.length) fromAddress();
   setData(DATA);
-  return { setData, selftest, showModel, svgOfView, checksum: canvasChecksum, state };
+  return { setData };
 }

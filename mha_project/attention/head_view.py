@@ -15,9 +15,8 @@ users report it breaking on long inputs, so this is a small one of our own for K
 * long texts (512 tokens and more) scroll; weights travel as one byte each (``sqrt`` scaled, so small
   weights keep their precision), about 1 MB per layer of four heads at 512 tokens.
 
-The page reads ``#text=0&layer=0&head=1&hover=q3`` (``head=all``: every head) from its address (links to one
-view, and the screenshots in the README), and ``#selftest`` makes it click through the chips and a token and
-write what it drew into ``<pre id="selftest">``: that is how tests check it in a real (headless) browser."""
+The page reads ``#text=0&layer=0&head=1&hover=q3`` (``head=all``: every head; ``view=model``: every layer and
+head) from its address: links to one view, and the screenshots in the README."""
 
 from __future__ import annotations
 

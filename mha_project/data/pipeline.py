@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from mha_project.data import TRUNCATIONS
-from mha_project.data.sources import text_dataset
+from mha_project.data.sources import select_texts, text_dataset
 from mha_project.data.vocabulary import ragged_ids
 
 
@@ -81,7 +81,11 @@ def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool, batch_si
     """``make_pipeline`` with a run's own settings (seq_len, batch size, seed, buckets): training,
     evaluation, pretraining, head importance and the benchmark all batch a run's texts exactly the same
     way. ``batch_size`` defaults to ``trainer.batch_size`` (the pretraining stage passes its own);
-    ``part`` is ``(process, processes)`` (see :func:`batch_token_ids`)."""
+    ``part`` is ``(process, processes)`` (see :func:`batch_token_ids`): every process batches the same
+    texts, less the last ``len(texts) % processes``, so that every batch splits evenly."""
+    if part[1] > 1:
+        kept = len(texts) - len(texts) % part[1]
+        texts, labels = select_texts(texts, np.arange(kept)), np.asarray(labels)[:kept]
     return make_pipeline(
         texts,
         labels,

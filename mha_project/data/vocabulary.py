@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from mha_project.atomic import write_text_atomic
+from mha_project.data.masking import with_mask_token
 from mha_project.data.sources import select_texts, text_dataset
 from mha_project.errors import ConfigError
 
@@ -44,6 +45,28 @@ def make_vectorizer(
                 "punctuation only): check the dataset's files"
             )
     return vectorizer
+
+
+def run_vectorizer(data_cfg, train_texts, seed: int, saved: Path, mask_token: bool):
+    """A run's vocabulary: ``saved`` (``vocab.txt``) when the run directory holds one, so a resumed run reads
+    the ids its weights were trained with; else adapted on the training texts, with ``[MASK]`` in place of
+    the least frequent word when a masked-LM stage needs it. Nothing is written: the run saves it
+    (:func:`save_vocabulary`) once every check has passed."""
+    if saved.exists():
+        return saved_vectorizer(saved, data_cfg.vocab_size)
+    source = f"data.path={data_cfg.path}" if data_cfg.name in ("folder", "table") else f"data={data_cfg.name}"
+    vectorizer = make_vectorizer(
+        train_texts, data_cfg.vocab_size, sample=data_cfg.vocab_sample, seed=seed, source=source
+    )
+    if mask_token:
+        words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), data_cfg.vocab_size)
+        vectorizer = make_vectorizer(None, data_cfg.vocab_size, vocabulary=words)
+    return vectorizer
+
+
+def saved_vectorizer(path: os.PathLike, vocab_size: int):
+    """The vectorizer of a saved ``vocab.txt``: the same ids as the run that wrote it."""
+    return make_vectorizer(None, int(vocab_size), vocabulary=read_vocabulary(path))
 
 
 def ragged_ids(vectorizer, texts) -> tf.RaggedTensor:

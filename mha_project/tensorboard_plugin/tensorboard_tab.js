@@ -1,51 +1,74 @@
 // TensorBoard's Attention tab (mha_project/tensorboard_plugin/plugin.py serves this after head_view.js):
 // a run list (by the runs' labels: their swept values) and an epoch slider around the same head view.
+// "compare" puts a second one beside it, opening on the same run's last epoch: epoch 0 against the last, or
+// one run against another (heads=1 against heads=8), each side with its own run, epoch, layer and head.
+// Address: #run=2 (the third run listed), #compare (open side by side), #compare_run=1 (the right side's run).
+const TAB_CSS = `
+#compare-control { display: block; margin: 0 0 8px; font-size: 13px; }
+#panels { display: flex; gap: 16px; align-items: flex-start; }
+.panel { flex: 1 1 0; min-width: 0; overflow-x: auto; }
+.panel[hidden] { display: none; }
+`;
+
 export async function render() {
   const base = new URL("./", import.meta.url);  // /data/plugin/mha_attention/
   const get = async (route, params) => (await fetch(new URL(route + "?" + new URLSearchParams(params || {}), base))).json();
   const style = document.createElement("style");
-  style.textContent = HEAD_VIEW_CSS;
+  style.textContent = HEAD_VIEW_CSS + TAB_CSS;
   document.head.append(style);
+  document.body.innerHTML = `<label id="compare-control"><input type="checkbox" id="compare-toggle"> compare: a second
+    view beside this one (its own run and epoch)</label>
+    <div id="panels"><div class="panel" id="panel-left"></div><div class="panel" id="panel-right" hidden></div></div>`;
   const runs = await get("runs");
-  const view = mountHeadView(document.body, [], { minWeight: MIN_WEIGHT, title: "Attention: one head at a time, epoch by epoch" });
-  if (!runs.length) { document.getElementById("caption").textContent = "no run here logged attention (logger.attention.every_n_epochs > 0)"; return; }
+  const address = new URLSearchParams(location.hash.slice(1));
+  const runIndex = (key, fallback) => {
+    const asked = Number(address.get(key));
+    return address.has(key) && Number.isInteger(asked) && asked >= 0 && asked < runs.length ? asked : fallback;
+  };
+  const left = await mountPanel(document.getElementById("panel-left"), runs, get, runIndex("run", 0), false);
+  const toggle = document.getElementById("compare-toggle"), rightPanel = document.getElementById("panel-right");
+  document.getElementById("compare-control").hidden = !left;
+  if (!left) return;
+  let right = null;
+  async function setCompare(on) {
+    rightPanel.hidden = !on;
+    if (on && !right) right = await mountPanel(rightPanel, runs, get, runIndex("compare_run", left.run()), true);
+    window.dispatchEvent(new Event("resize"));  // both views take the width they now have
+  }
+  toggle.addEventListener("change", () => setCompare(toggle.checked));
+  if (address.has("compare")) { toggle.checked = true; await setCompare(true); }
+}
 
-  const host = document.getElementById("host-controls");
-  const runSelect = document.createElement("select");
-  runSelect.id = "run-select";
-  runs.forEach((r, i) => { const o = document.createElement("option"); o.value = i; o.textContent = (r.label ? r.label + " · " : "") + r.run; runSelect.append(o); });
-  const slider = document.createElement("input");
-  slider.type = "range"; slider.id = "epoch-slider"; slider.min = 0;
-  const epochLabel = document.createElement("span");
-  epochLabel.id = "epoch-label";
-  const runLabel = document.createElement("label"); runLabel.append("run ", runSelect);
-  const epochControl = document.createElement("label"); epochControl.append("epoch ", slider, " ", epochLabel);
-  host.append(runLabel, epochControl);
+// One head view with its own run list and epoch slider in `root`; opens on run `first`, at its first epoch
+// or (`atEnd`) its last. Returns { run() } (the run shown), or null when no run logged attention.
+async function mountPanel(root, runs, get, first, atEnd) {
+  const view = mountHeadView(root, [], { minWeight: MIN_WEIGHT, title: "Attention: one head at a time, epoch by epoch" });
+  if (!runs.length) {
+    root.querySelector("#caption").textContent = "no run here logged attention (logger.attention.every_n_epochs > 0)";
+    return null;
+  }
+  const make = (tag, props) => Object.assign(document.createElement(tag), props);
+  const runSelect = make("select", { id: "run-select" });
+  runs.forEach((r, i) => runSelect.append(make("option", { value: i, textContent: (r.label ? r.label + " · " : "") + r.run })));
+  const slider = make("input", { type: "range", id: "epoch-slider", min: 0 });
+  const epochLabel = make("span", { id: "epoch-label" });
+  const runLabel = make("label"), epochControl = make("label");
+  runLabel.append("run ", runSelect);
+  epochControl.append("epoch ", slider, " ", epochLabel);
+  root.querySelector("#host-controls").append(runLabel, epochControl);
 
   const current = () => runs[Number(runSelect.value)];
+  let asked = 0;  // answers can arrive out of order while the slider moves: only the last one asked is shown
   async function show() {
-    const run = current(), step = run.steps[Number(slider.value)];
+    const run = current(), step = run.steps[Number(slider.value)], mine = ++asked;
     epochLabel.textContent = step + " (of " + run.steps[0] + "–" + run.steps[run.steps.length - 1] + ")";
-    view.setData(await get("data", { run: run.run, step }));
+    const data = await get("data", { run: run.run, step });
+    if (mine === asked) { view.setData(data); root.dataset.shown = run.run + "@" + step; }
   }
-  function pickRun() { slider.max = current().steps.length - 1; slider.value = 0; return show(); }
-  runSelect.addEventListener("change", pickRun);
+  function pickRun(end) { slider.max = current().steps.length - 1; slider.value = end ? slider.max : 0; return show(); }
+  runSelect.addEventListener("change", () => pickRun(false));
   slider.addEventListener("input", show);
-  const asked = Number(new URLSearchParams(location.hash.slice(1)).get("run"));  // #run=2: the third run listed
-  if (Number.isInteger(asked) && asked >= 0 && asked < runs.length) runSelect.value = asked;
-  await pickRun();
-
-  if (location.hash.includes("selftest")) {  // what a person would do: drag the epoch, pick another run
-    const record = label => ({ step: label, checksum: view.checksum(), tokens: document.querySelectorAll("#queries .token").length,
-                               run: current().run, epoch: current().steps[Number(slider.value)] });
-    const steps = [record("first epoch")];
-    slider.value = slider.max; await show(); steps.push(record("last epoch"));
-    if (runs.length > 1) {
-      runSelect.value = (Number(runSelect.value) + 1) % runs.length; await pickRun();
-      slider.value = slider.max; await show(); steps.push(record("another run"));
-    }
-    const out = document.getElementById("selftest");
-    out.textContent = JSON.stringify({ runs: runs.map(r => ({ run: r.run, label: r.label, steps: r.steps })), steps });
-    out.hidden = false;
-  }
+  runSelect.value = first;
+  await pickRun(atEnd);
+  return { run: () => Number(runSelect.value) };
 }

@@ -27,6 +27,46 @@ from mha_project.training.distribute import process_local
 from mha_project.training.history import trim_history
 
 
+def tensorboard_callbacks(
+    logger_cfg,
+    log_dir: Path,
+    vectorizer,
+    probes: list[str],
+    seq_len: int,
+    truncation: str,
+    *,
+    label: str,
+    labels=None,
+    class_names=None,
+    classify: bool = True,
+    profile_batches=0,
+) -> list:
+    """What a fit logs to TensorBoard (``logger.*``), for the classifier and the pretraining stage alike:
+    Keras's scalars every epoch and, every ``logger.attention.every_n_epochs``, the ``probes``' attention
+    (images, entropies and the Attention tab's head view under ``label``)."""
+    if not logger_cfg.tensorboard:
+        return []
+    callbacks = [keras.callbacks.TensorBoard(log_dir, update_freq="epoch", profile_batch=profile_batches)]
+    attention = logger_cfg.attention
+    if attention.every_n_epochs > 0 and probes:
+        callbacks.append(
+            AttentionLogger(
+                Path(log_dir) / "attention",
+                vectorizer,
+                probes,
+                seq_len,
+                attention.every_n_epochs,
+                labels=labels,
+                class_names=class_names,
+                max_tokens=attention.max_tokens,
+                classify=classify,
+                truncation=truncation,
+                head_view_label=label,
+            )
+        )
+    return callbacks
+
+
 class AttentionLogger(keras.callbacks.Callback):
     """Every ``every_n_epochs`` epochs, log the attention of a fixed set of probe texts to TensorBoard."""
 

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from pathlib import Path
 
 import tensorflow as tf
@@ -24,37 +26,31 @@ from omegaconf import DictConfig, OmegaConf
 from tensorboard.plugins.hparams import api as hp
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary
 
-from mha_project.config import SHORTCUTS
-
-# name in TensorBoard -> where the trained value lives in the resolved config: every shortcut, then the rest
-HPARAM_PATHS = {name: keys[0] for name, keys in SHORTCUTS.items()} | {
-    "truncation": "data.truncation",
-    "seed": "seed",
-    "dataset": "data.name",
-    "embedding_norm": "model.embedding_norm",
-    "pooling": "model.pooling",
-    "position_encoding": "model.position_encoding",
-    "ngram_branch": "model.ngram_branch",
-    "ngram_weighting": "model.ngram_weighting",
-    "ngram_lr": "trainer.ngram_lr",
-    "local_conv": "model.local_conv",
-    "pretrain": "pretrain.objective",
-}
+from mha_project.config import SHORTCUTS, ModelConfig, TrainConfig
 
 
-INT_HPARAMS = {
-    "heads",
-    "key_dim",
-    "value_dim",
-    "layers",
-    "embed_dim",
-    "ff_dim",
-    "seq_len",
-    "batch_size",
-    "epochs",
-    "seed",
-    "local_conv",
-}
+def _recorded_paths() -> dict[str, str]:
+    """Name in TensorBoard -> where the trained value lives in the resolved config: every shortcut by its
+    name, every other model option by its own (so an option added to the schema is recorded with no list to
+    update), and the data, seed and pretraining that tell runs apart."""
+    paths = {name: keys[0] for name, keys in SHORTCUTS.items()}
+    set_by_shortcut = {key for keys in SHORTCUTS.values() for key in keys}
+    for option in dataclasses.fields(ModelConfig):
+        if f"model.{option.name}" not in set_by_shortcut:
+            paths[option.name] = f"model.{option.name}"
+    others = {"truncation": "data.truncation", "dataset": "data.name", "seed": "seed"}
+    return paths | others | {"ngram_lr": "trainer.ngram_lr", "pretrain": "pretrain.objective"}
+
+
+def _schema_type(path: str):
+    schema, *parents, last = [TrainConfig, *path.split(".")]
+    for name in parents:
+        schema = typing.get_type_hints(schema)[name]
+    return typing.get_type_hints(schema)[last]
+
+
+HPARAM_PATHS = _recorded_paths()
+INT_HPARAMS = {name for name, path in HPARAM_PATHS.items() if _schema_type(path) in (int, typing.Optional[int])}
 
 
 # TensorBoard's HParams table sorts its columns by `differs` (true first), then by name, and shows the first
@@ -156,7 +152,7 @@ def experiment_hparams(cfg: DictConfig, domains: dict):
             span = hp.IntInterval(int(lo), int(hi)) if is_int else hp.RealInterval(float(lo), float(hi))
             hparams.append(hp.HParam(name, span))
             differs.add(name)
-        elif isinstance(value, str):
+        elif isinstance(value, (str, bool)):
             hparams.append(hp.HParam(name, hp.Discrete([value])))
         elif isinstance(value, int) and not isinstance(value, bool):
             hparams.append(hp.HParam(name, hp.IntInterval(value, value)))

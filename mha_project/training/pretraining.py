@@ -16,11 +16,7 @@ from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import backbone_arguments
 from mha_project.model.pretraining import build_pretrainer
 from mha_project.run_dir import MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format, recorded
-from mha_project.training.callbacks import (
-    AttentionLogger,
-    FillMaskLogger,
-    Perplexity,
-)
+from mha_project.training.callbacks import FillMaskLogger, Perplexity, tensorboard_callbacks
 from mha_project.training.fitting import fit_resumably, previous_epochs, save_model_atomic, warmup_cosine
 from mha_project.training.history import read_history
 from mha_project.training.hparams import run_label
@@ -113,48 +109,40 @@ def _compile_pretrainer(model, pcfg, steps_per_epoch: int) -> None:
 
 
 def _stage_loggers(cfg, stage_dir: Path, vectorizer) -> list:
-    """The stage's TensorBoard callbacks: scalars, its attention on the probes, the probes' [MASK] fills."""
-    pcfg, after_csv = cfg.pretrain, []
-    if cfg.logger.tensorboard:
-        tb_dir = stage_dir / "tensorboard"
-        after_csv.append(keras.callbacks.TensorBoard(tb_dir, update_freq="epoch"))
-        attention = cfg.logger.attention
-        if attention.every_n_epochs > 0:
-            probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
-            after_csv.append(
-                AttentionLogger(
-                    tb_dir / "attention",
-                    vectorizer,
-                    probes,
-                    int(cfg.data.seq_len),
-                    attention.every_n_epochs,
-                    max_tokens=attention.max_tokens,
-                    classify=False,
-                    truncation=cfg.data.truncation,
-                    head_view_label=("masked LM " + run_label()).strip(),
-                )
+    """The stage's TensorBoard records: what every fit logs, and the probes' [MASK] fills."""
+    pcfg, tb_dir = cfg.pretrain, stage_dir / "tensorboard"
+    probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
+    loggers = tensorboard_callbacks(
+        cfg.logger,
+        tb_dir,
+        vectorizer,
+        probes,
+        int(cfg.data.seq_len),
+        cfg.data.truncation,
+        classify=False,
+        label=("masked LM " + run_label()).strip(),
+    )
+    if cfg.logger.tensorboard and pcfg.probe_texts:
+        loggers.append(
+            FillMaskLogger(
+                tb_dir / "fill_mask",
+                vectorizer,
+                list(pcfg.probe_texts),
+                int(cfg.data.seq_len),
+                truncation=cfg.data.truncation,
             )
-        if pcfg.probe_texts:
-            after_csv.append(
-                FillMaskLogger(
-                    tb_dir / "fill_mask",
-                    vectorizer,
-                    list(pcfg.probe_texts),
-                    int(cfg.data.seq_len),
-                    truncation=cfg.data.truncation,
-                )
-            )
-    return after_csv
+        )
+    return loggers
 
 
 def _float(value):
     return None if value in (None, "") else float(value)
 
 
-def check_pretrained_source(source, cfg, vectorizer) -> dict:
+def check_pretrained_source(cfg, vectorizer) -> dict:
     """For ``pretrain.from_run=SOURCE``: the source's pretraining summary, after checking that its encoder
     fits this run (same architecture, same vocabulary); a mismatch is a one-line ConfigError."""
-    source = Path(source)
+    source = Path(cfg.pretrain.from_run)
     shown = f"pretrain.from_run={source}"
     config_file = source / ".hydra" / "config.yaml"
     if not config_file.is_file():

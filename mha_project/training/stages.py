@@ -16,17 +16,17 @@ from omegaconf import DictConfig
 
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.head_view import write_head_view
-from mha_project.data.masking import with_mask_token
 from mha_project.data.pipeline import pipeline_from_cfg
-from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts, select_texts
-from mha_project.data.vocabulary import make_vectorizer, read_vocabulary, save_vocabulary
+from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts
+from mha_project.data.vocabulary import run_vectorizer, save_vocabulary
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.model.ngrams import NaiveBayesNgrams
+from mha_project.run_dir import MODEL_FILE, VOCAB_FILE
 from mha_project.run_dir import STAGE_DIR as PRETRAIN_DIR
 from mha_project.studies import job_trial
-from mha_project.training.callbacks import AttentionLogger, BestWeights, OptunaPruning
+from mha_project.training.callbacks import BestWeights, OptunaPruning, tensorboard_callbacks
 from mha_project.training.distribute import local_copy, make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
 from mha_project.training.failures import diverged_message
@@ -39,12 +39,7 @@ from mha_project.training.fitting import (
 )
 from mha_project.training.history import read_history
 from mha_project.training.hparams import hparams_of, run_label
-from mha_project.training.pretraining import (
-    check_pretrained_source,
-    pretrained_backbone,
-    run_pretraining,
-    uses_pretraining,
-)
+from mha_project.training.pretraining import pretrained_backbone, run_pretraining, uses_pretraining
 from mha_project.training.saving import load_model_safely
 
 log = logging.getLogger(__name__)
@@ -83,59 +78,34 @@ class Inputs:
     train: tf.data.Dataset
     val: tf.data.Dataset
     test: tf.data.Dataset
-    pretrained_source: dict | None  # pretrain.from_run's summary, checked against this run
 
 
 def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
-    """Load the splits, build (or, resuming, reload) the vocabulary, and batch every split. With several
-    processes (``trainer.distribution=data_parallel``) each batches all the training texts and keeps its
-    slice of every global batch."""
+    """Load the splits, take the run's vocabulary (``data/vocabulary.py``: built, or reloaded when resuming)
+    and batch every split. Writes nothing. With several processes (``trainer.distribution=data_parallel``)
+    each batches all the training texts and keeps its slice of every global batch."""
     data = load_dataset(cfg.data, cfg.seed)
     log.info(
         f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
         f"val {len(data.val_texts)} · test {len(data.test_texts)}"
     )
-    vocab_file = run_dir / "vocab.txt"
-    if vocab_file.exists():  # resuming: the vocabulary the weights were trained with
-        vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=read_vocabulary(vocab_file))
-    else:
-        source = f"data.path={cfg.data.path}" if cfg.data.name in ("folder", "table") else f"data={cfg.data.name}"
-        vectorizer = make_vectorizer(
-            data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed, source=source
-        )
-        if uses_pretraining(cfg):  # a [MASK] id for the masked-LM stage, in place of the least frequent word
-            words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), cfg.data.vocab_size)
-            vectorizer = make_vectorizer(None, cfg.data.vocab_size, vocabulary=words)
-    source_summary = None
-    if cfg.pretrain.from_run:
-        source_summary = check_pretrained_source(cfg.pretrain.from_run, cfg, vectorizer)
-    if not vocab_file.exists():
-        save_vocabulary(vectorizer, vocab_file)
-
-    processes = getattr(strategy, "num_processes", 1)
-    train_texts, train_labels = data.train_texts, data.train_labels
-    if processes > 1:
-        # Every process batches all the training texts and keeps its slice of each batch (the pipeline's
-        # part); the last len % processes texts are left out so that every batch splits evenly.
-        kept = len(train_texts) - len(train_texts) % processes
-        train_texts, train_labels = select_texts(train_texts, np.arange(kept)), np.asarray(train_labels)[:kept]
-        log.info(
-            f"process {strategy.process_id} of {processes}: {kept} training texts, "
-            f"{cfg.trainer.batch_size // processes} of each batch of {cfg.trainer.batch_size}"
-        )
-
-    part = (getattr(strategy, "process_id", 0), processes)
+    vectorizer = run_vectorizer(
+        cfg.data, data.train_texts, cfg.seed, run_dir / VOCAB_FILE, mask_token=uses_pretraining(cfg)
+    )
+    part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))
+    if part[1] > 1:
+        batch = cfg.trainer.batch_size
+        log.info(f"process {part[0]} of {part[1]}: {batch // part[1]} of each batch of {batch}")
     # Validation (during fit, on every process): each feeds all of it in batches of batch_size / processes, so
     # each global batch holds every text `processes` times, which leaves accuracy and mean loss unchanged.
     # The test runs on process 0 alone, after fit.
-    val_batch = cfg.trainer.batch_size // processes
+    val_batch = cfg.trainer.batch_size // part[1]
     return Inputs(
         data,
         vectorizer,
-        pipeline_from_cfg(cfg, train_texts, train_labels, vectorizer, shuffle=True, part=part),
+        pipeline_from_cfg(cfg, data.train_texts, data.train_labels, vectorizer, shuffle=True, part=part),
         pipeline_from_cfg(cfg, data.val_texts, data.val_labels, vectorizer, shuffle=False, batch_size=val_batch),
         pipeline_from_cfg(cfg, data.test_texts, data.test_labels, vectorizer, shuffle=False),
-        source_summary,
     )
 
 
@@ -171,11 +141,18 @@ def plan_fit(cfg: DictConfig, inputs: Inputs) -> FitPlan:
     return FitPlan(rounds, cfg.trainer.epochs * rounds, math.ceil(batches / rounds), repeat=rounds > 1)
 
 
-def pretrain_stage(cfg: DictConfig, run_dir: Path, record, inputs: Inputs, strategy) -> Path | None:
-    """The masked-LM or ELECTRA stage (or ``pretrain.from_run``'s); returns the masked LM the classifier's
-    encoder starts from, if any."""
+def save_vocabulary_once(run_dir: Path, inputs: Inputs) -> None:
+    """``vocab.txt``, once every check has passed (a resumed run's is the one it read)."""
+    if not (run_dir / VOCAB_FILE).exists():
+        save_vocabulary(inputs.vectorizer, run_dir / VOCAB_FILE)
+
+
+def pretrain_stage(cfg: DictConfig, run_dir: Path, record, inputs: Inputs, strategy, source: dict | None):
+    """The masked-LM or ELECTRA stage, or ``pretrain.from_run``'s (``source``: its summary, checked by
+    :func:`~mha_project.training.pretraining.check_pretrained_source`); returns the masked LM the
+    classifier's encoder starts from, if any."""
     if not record.done("pretrained"):
-        summary = inputs.pretrained_source
+        summary = source
         if cfg.pretrain.objective != "none":
             texts = inputs.data.train_texts  # the training split only: never validation or test
             if cfg.pretrain.extra_unlabeled:
@@ -186,9 +163,9 @@ def pretrain_stage(cfg: DictConfig, run_dir: Path, record, inputs: Inputs, strat
                 summary = run_pretraining(cfg, run_dir / PRETRAIN_DIR, inputs.vectorizer, texts)
         record.finish_stage("pretrained", pretrain=summary)
     if cfg.pretrain.objective != "none":
-        return run_dir / PRETRAIN_DIR / "model.keras"
+        return run_dir / PRETRAIN_DIR / MODEL_FILE
     if cfg.pretrain.from_run:
-        return Path(cfg.pretrain.from_run) / PRETRAIN_DIR / "model.keras"
+        return Path(cfg.pretrain.from_run) / PRETRAIN_DIR / MODEL_FILE
     return None
 
 
@@ -229,6 +206,8 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
     best_weights = run_dir / BEST_WEIGHTS
     best_weights.parent.mkdir(exist_ok=True)
     previous = previous_epochs(run_dir)
+    trial = job_trial()  # a job of hparams_search=optuna: its trial, to report to and maybe be pruned by
+    pruning = OptunaPruning(*trial) if trial else None
     before_csv = [
         BestWeights(best_weights, monitor="val_accuracy", initial_best=best_of(previous, "val_accuracy")),
         keras.callbacks.EarlyStopping(
@@ -241,36 +220,24 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
             # alone is 100 epochs, and validation accuracy rises slowly while the rate is tiny.
             start_from_epoch=int(cfg.trainer.warmup_fraction * plan.epochs),
         ),
+        *([pruning] if pruning else []),
     ]
-    after_csv = []
-    trial = job_trial()  # a job of hparams_search=optuna: its trial, to report to and maybe be pruned by
-    pruning = OptunaPruning(*trial) if trial else None
-    before_csv += [pruning] if pruning else []
-    if cfg.logger.tensorboard:
-        profile = tuple(cfg.logger.get("profile_batches") or ()) or 0  # (start, stop) batches, 0 = off
-        tensorboard = keras.callbacks.TensorBoard(run_dir / "tensorboard", update_freq="epoch", profile_batch=profile)
-        after_csv.append(tensorboard)
-        attention = cfg.logger.attention
-        if attention.every_n_epochs > 0 and encoder_blocks(model):  # a bag of n-grams alone has no attention
-            probes, labels = probes_of(cfg, inputs.data)
-            after_csv.append(
-                AttentionLogger(
-                    run_dir / "tensorboard" / "attention",
-                    inputs.vectorizer,
-                    probes,
-                    cfg.data.seq_len,
-                    attention.every_n_epochs,
-                    truncation=cfg.data.truncation,
-                    labels=labels,
-                    class_names=inputs.data.class_names,
-                    max_tokens=attention.max_tokens,
-                    head_view_label=run_label(),
-                )
-            )
-    train_ds = inputs.train.repeat() if plan.repeat else inputs.train
+    probes, labels = probes_of(cfg, inputs.data) if encoder_blocks(model) else ([], None)  # a bag alone: no attention
+    after_csv = tensorboard_callbacks(
+        cfg.logger,
+        run_dir / "tensorboard",
+        inputs.vectorizer,
+        probes,
+        cfg.data.seq_len,
+        cfg.data.truncation,
+        label=run_label(),
+        labels=labels,
+        class_names=inputs.data.class_names,
+        profile_batches=tuple(cfg.logger.get("profile_batches") or ()) or 0,  # (start, stop) batches, 0 = off
+    )
     fit = fit_resumably(
         model,
-        train_ds,
+        inputs.train.repeat() if plan.repeat else inputs.train,
         run_dir,
         previous,
         before_csv=before_csv,
@@ -281,19 +248,25 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
     )
     if not fit.finite:
         raise UserError(diverged_message(cfg, fit.counter, best_weights, plan.rounds))
+    pruned_at = pruning.pruned_at_epoch if pruning else None
+    record.finish_stage("trained", **trained_results(run_dir, fit, plan, pruned_at, len(inputs.data.train_texts)))
+
+
+def trained_results(run_dir: Path, fit, plan: FitPlan, pruned_at: int | None, train_texts: int) -> dict:
+    """What the ``trained`` stage records, in passes over the training data: from ``history.csv`` (every
+    epoch, across resumes) and this process's fit (its seconds and speed)."""
     rows = read_history(run_dir / "history.csv")
     epochs_run = (max(int(r["epoch"]) for r in rows) + 1 if rows else fit.counter.last_epoch) / plan.rounds
     passes_now = len(fit.history.history["loss"]) / plan.rounds  # passes over the training data in this process
-    record.finish_stage(
-        "trained",
+    return dict(
         epochs_run=_epochs(epochs_run),
         best_val_accuracy=best_of(rows, "val_accuracy"),
         best_epoch=_epochs(best_row(rows, "val_accuracy") / plan.rounds) if rows else None,
         stopped_early=bool(epochs_run < plan.epochs / plan.rounds),
-        pruned_at_epoch=_epochs(pruning.pruned_at_epoch / plan.rounds) if pruning and pruning.pruned_at_epoch else None,
+        pruned_at_epoch=_epochs(pruned_at / plan.rounds) if pruned_at else None,
         last_train_accuracy=float(rows[-1]["accuracy"]) if rows and rows[-1].get("accuracy") else None,
         train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
-        train_examples_per_second=round(len(inputs.data.train_texts) * passes_now / max(fit.seconds, 1e-9), 1),
+        train_examples_per_second=round(train_texts * passes_now / max(fit.seconds, 1e-9), 1),
     )
 
 

@@ -41,6 +41,7 @@ from mha_project.training.distribute import several_processes
 from mha_project.training.failures import disk_full, disk_full_message, first_line
 from mha_project.training.hparams import write_experiment, write_session_end, write_session_start
 from mha_project.training.hydra_callbacks import REFUSED_JOBS
+from mha_project.training.pretraining import check_pretrained_source
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
@@ -129,13 +130,15 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
     strategy = stages.prepare_process(cfg)
     inputs = stages.prepare_inputs(cfg, run_dir, strategy)
     plan = stages.plan_fit(cfg, inputs)
+    source = check_pretrained_source(cfg, inputs.vectorizer) if cfg.pretrain.from_run else None
     save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
+    stages.save_vocabulary_once(run_dir, inputs)
     if _records_hparams(cfg):
         if not _in_sweep():  # a sweep's experiment config is the sweep directory's (hydra_callbacks.py)
             write_experiment(run_dir / "tensorboard", cfg, domains=None)
         write_session_start(run_dir / "tensorboard", cfg, run_dir)  # shows while it runs
 
-    pretrained_from = stages.pretrain_stage(cfg, run_dir, record, inputs, strategy)
+    pretrained_from = stages.pretrain_stage(cfg, run_dir, record, inputs, strategy, source)
     model = stages.build_model(cfg, run_dir, inputs, strategy, plan, pretrained_from)
     if not record.done("trained"):
         stages.fit_stage(cfg, run_dir, record, model, inputs, plan)

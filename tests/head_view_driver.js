@@ -1,0 +1,52 @@
+// What a person does with a head view (mha_project/attention/head_view.js), step by step, recording what each
+// step drew. The tests run it inside the page with Playwright (page.evaluate), so the product script carries
+// no test hook: it reads only what the page shows (the chips, the tokens, the canvases and their line counts).
+async (selector) => {
+  const root = document.querySelector(selector);
+  const $ = id => root.querySelector("#" + id);
+  const settle = () => new Promise(resolve => requestAnimationFrame(() => resolve()));
+  function checksum() {  // of the top 2,000 rows (the first 110 tokens): a whole 512-token canvas takes seconds
+    const canvas = $("lines");
+    const px = canvas.getContext("2d").getImageData(0, 0, canvas.width, Math.min(canvas.height, 2000)).data;
+    let sum = 0;
+    for (let i = 3; i < px.length; i += 4) sum = (sum + px[i] * ((i >> 2) % 9973 + 1)) % 1000000007;
+    return sum;
+  }
+  const isolated = () => {
+    const chip = root.querySelector("#chips .chip.isolated");
+    return !chip || chip.dataset.head === "all" ? null : Number(chip.dataset.head);
+  };
+  const record = label => ({ step: label, lines: Number($("lines").dataset.drawnLines), checksum: checksum(), isolated: isolated() });
+  const steps = [record("default")];
+  root.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
+  const chips = root.querySelectorAll("#chips .chip");
+  chips[chips.length > 2 ? 1 : 0].click(); steps.push(record("click head chip"));
+  const query = root.querySelector("#queries .token"), key = root.querySelector("#keys .token");
+  query.dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first query"));
+  query.dispatchEvent(new MouseEvent("mouseleave"));
+  key.dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
+  const weightsShown = [...root.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
+  const hovered = record("hovered, before saving");
+  key.dispatchEvent(new MouseEvent("mouseleave"));
+
+  await settle(); await settle();  // what the steps above drew is painted: the time below is the grid's alone
+  const started = performance.now();
+  $("model-toggle").click();
+  const modelMs = performance.now() - started;  // the script's work: every small view drawn
+  await settle();
+  const frameMs = performance.now() - started;  // until the next frame: the grid laid out and painted
+  const cells = [...root.querySelectorAll("#model-grid .model-cell")];
+  const model = { cells: cells.length, ms: modelMs, frame_ms: frameMs, shown: !$("model-grid").hidden && $("view").hidden,
+                  lines: cells.map(c => Number(c.querySelector("canvas").dataset.drawnLines)) };
+  const last = cells[cells.length - 1];
+  last.click();
+  model.opened = { layer: Number($("layer-select").value), head: isolated(),
+                   want: [Number(last.dataset.layer), Number(last.dataset.head)],
+                   view_shown: !$("view").hidden && $("model-grid").hidden };
+  return { model, steps, hovered, weights_shown_on_hover: weightsShown,
+    tokens: Number(/(\d+) tokens$/.exec($("caption").textContent)[1]),  // the data's count, from the caption
+    query_elements: root.querySelectorAll("#queries .token").length,
+    key_elements: root.querySelectorAll("#keys .token").length,
+    heads: root.querySelectorAll("#chips .chip:not(.all)").length,
+    canvas_width: $("lines").width, window_width: document.documentElement.clientWidth };
+}
