@@ -5,7 +5,8 @@
 # 2. docs/head_view.png        that run's attention.html in headless Chromium, one head, a query hovered
 # 3. docs/hparams_table.png    TensorBoard's HParams table of a 4-job sweep that learns (heads x key_dim)
 # 4. docs/tensorboard_attention.png   TensorBoard's Attention tab on that sweep
-# Needs chromium (apt-get install chromium).
+# 5. docs/tensorboard_compare.png     the tab's compare: heads=1 beside heads=4 (key_dim 8), last epochs
+# Needs chromium (apt-get install chromium) and Playwright (the dev extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-outputs/readme_pictures}
@@ -32,4 +33,5 @@ browser=$(command -v chromium || command -v chromium-browser || command -v googl
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,900 \
   --virtual-time-budget=20000 --screenshot="$(realpath docs/tensorboard_attention.png)" \
   "http://127.0.0.1:$port/#mha_attention" 2>/dev/null
-echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png docs/tensorboard_attention.png"
+python scripts/tab_screenshot.py "http://127.0.0.1:$port" docs/tensorboard_compare.png "run=0&compare_run=2"
+echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png docs/tensorboard_attention.png docs/tensorboard_compare.png"

@@ -23,6 +23,7 @@ def test_seed_example_shapes():
 
 
 @pytest.mark.subprocess
+@pytest.mark.slow
 def test_mha_basics_script_prints_shapes():
     # A fresh process: its start-up must be quiet (TensorFlow is imported quietly before Keras).
     result = run_script("mha_basics.py", fresh_process=True)
