@@ -230,11 +230,11 @@ def page(browser):
 HEAD_VIEW_DRIVER = (ROOT / "tests" / "head_view_driver.js").read_text(encoding="utf-8")
 
 
-def drive_head_view(page, selector: str = "body") -> dict:
-    """Click through the head view inside ``selector`` as a person would (tests/head_view_driver.js); what
-    each step drew."""
+def drive_head_view(page, selector: str = "body", heads: bool = True) -> dict:
+    """Click through the head view inside ``selector`` as a person would (tests/head_view_driver.js): the
+    head chips and hovering (``heads``), then every head at once; what each step drew."""
     page.wait_for_selector(f"{selector} #queries .token", state="attached")
-    return page.evaluate(HEAD_VIEW_DRIVER, selector)
+    return page.evaluate(HEAD_VIEW_DRIVER, [selector, heads])
 
 
 def poll(ask, ready=bool, seconds: float = 90):

@@ -1,7 +1,8 @@
 // What a person does with a head view (mha_project/attention/head_view.js), step by step, recording what each
 // step drew. The tests run it inside the page with Playwright (page.evaluate), so the product script carries
 // no test hook: it reads only what the page shows (the chips, the tokens, the canvases and their line counts).
-async (selector) => {
+// `heads`: also click through the single view (the chips, "all", hovering) before the model view.
+async ([selector, heads]) => {
   const root = document.querySelector(selector);
   const $ = id => root.querySelector("#" + id);
   const settle = () => new Promise(resolve => requestAnimationFrame(() => resolve()));
@@ -18,16 +19,18 @@ async (selector) => {
   };
   const record = label => ({ step: label, lines: Number($("lines").dataset.drawnLines), checksum: checksum(), isolated: isolated() });
   const steps = [record("default")];
-  root.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
-  const chips = root.querySelectorAll("#chips .chip");
-  chips[chips.length > 2 ? 1 : 0].click(); steps.push(record("click head chip"));
-  const query = root.querySelector("#queries .token"), key = root.querySelector("#keys .token");
-  query.dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first query"));
-  query.dispatchEvent(new MouseEvent("mouseleave"));
-  key.dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
-  const weightsShown = [...root.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
-  const hovered = record("hovered, before saving");
-  key.dispatchEvent(new MouseEvent("mouseleave"));
+  let weightsShown = null;
+  if (heads) {
+    root.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
+    const chips = root.querySelectorAll("#chips .chip");
+    chips[chips.length > 2 ? 1 : 0].click(); steps.push(record("click head chip"));
+    const query = root.querySelector("#queries .token"), key = root.querySelector("#keys .token");
+    query.dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first query"));
+    query.dispatchEvent(new MouseEvent("mouseleave"));
+    key.dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
+    weightsShown = [...root.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
+    key.dispatchEvent(new MouseEvent("mouseleave"));
+  }
 
   await settle(); await settle();  // what the steps above drew is painted: the time below is the grid's alone
   const started = performance.now();
@@ -43,7 +46,7 @@ async (selector) => {
   model.opened = { layer: Number($("layer-select").value), head: isolated(),
                    want: [Number(last.dataset.layer), Number(last.dataset.head)],
                    view_shown: !$("view").hidden && $("model-grid").hidden };
-  return { model, steps, hovered, weights_shown_on_hover: weightsShown,
+  return { model, steps, weights_shown_on_hover: weightsShown,
     tokens: Number(/(\d+) tokens$/.exec($("caption").textContent)[1]),  // the data's count, from the caption
     query_elements: root.querySelectorAll("#queries .token").length,
     key_elements: root.querySelectorAll("#keys .token").length,

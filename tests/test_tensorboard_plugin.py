@@ -159,7 +159,7 @@ def _use_the_tab(page, runs: list[str], long_run: str) -> dict:
     page.check("#compare-toggle")
     found["right"] = shown("#panel-right", f"{long_run}@1")
     found["left"]["box"] = page.locator(left).bounding_box()  # now that the right side takes half the width
-    found["driven"] = drive_head_view(page, "#panel-right")
+    found["driven"] = drive_head_view(page, "#panel-right", heads=False)  # the chips: test_head_view.py
     with page.expect_download() as download:
         page.click("#panel-right #save-svg")
     svg = Path(download.value.path()).read_text(encoding="utf-8")
