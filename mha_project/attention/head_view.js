@@ -105,6 +105,25 @@ function mountHeadView(root, data, options) {
 
   function showHead(h) { state.isolated = h; state.model = false; draw(); }
 
+  // One head's lines as every view draws them: [query, key] pairs in ten opacity steps (step b drawn at
+  // opacity b / 10 + 0.15), weights under `threshold` left out, and while a token is hovered only its lines.
+  function lineSteps(w, h, n, threshold, hover) {
+    const steps = Array.from({ length: 10 }, () => []), base = h * n * n;
+    for (let i = 0; i < n; i++) {
+      if (hover && hover.side === "queries" && hover.index !== i) continue;
+      for (let j = 0; j < n; j++) {
+        if (hover && hover.side === "keys" && hover.index !== j) continue;
+        const v = w[base + i * n + j];
+        if (v >= threshold) steps[Math.min(9, Math.floor(v * 10))].push(i, j);
+      }
+    }
+    return steps;
+  }
+  const opacityOf = step => Math.min(1, step / 10 + 0.15);
+  const lineCount = steps => steps.reduce((sum, pairs) => sum + pairs.length / 2, 0);
+  // Hovering shows the faint lines too: the weights beside the tokens say how small they are.
+  const threshold = () => (state.hover ? 0.005 : MIN_WEIGHT);
+
   function showModel(on) { state.model = on; draw(); }
 
   function drawModel() {  // one small canvas per layer and head: the same lines, no token labels
@@ -115,22 +134,16 @@ function mountHeadView(root, data, options) {
       for (let h = 0; h < item.heads; h++) {
         const cell = el("div", "model-cell"), canvas = el("canvas");
         canvas.width = SIZE; canvas.height = SIZE;
-        const ctx = canvas.getContext("2d"), step = SIZE / Math.max(n, 1), base = h * n * n;
-        const buckets = Array.from({ length: 10 }, () => []);
-        let drawn = 0;
-        for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
-          const v = w[base + i * n + j];
-          if (v < MIN_WEIGHT) continue;
-          buckets[Math.min(9, Math.floor(v * 10))].push(i, j); drawn++;
-        }
+        const ctx = canvas.getContext("2d"), step = SIZE / Math.max(n, 1);
+        const steps = lineSteps(w, h, n, MIN_WEIGHT, null);
         ctx.strokeStyle = HEAD_VIEW_COLOURS[h % HEAD_VIEW_COLOURS.length]; ctx.lineWidth = 0.7;
-        buckets.forEach((pairs, b) => {
+        steps.forEach((pairs, b) => {
           if (!pairs.length) return;
-          ctx.globalAlpha = Math.min(1, (b + 1) / 10 + 0.05); ctx.beginPath();
+          ctx.globalAlpha = opacityOf(b); ctx.beginPath();
           for (let k = 0; k < pairs.length; k += 2) { ctx.moveTo(0, (pairs[k] + 0.5) * step); ctx.lineTo(SIZE, (pairs[k + 1] + 0.5) * step); }
           ctx.stroke();
         });
-        canvas.dataset.drawnLines = drawn;
+        canvas.dataset.drawnLines = lineCount(steps);
         cell.dataset.layer = l; cell.dataset.head = h; cell.title = "layer " + l + " · head " + h + ": click to open";
         cell.append(el("div", "model-title", "L" + l + " H" + h), canvas);
         cell.addEventListener("click", () => {
@@ -157,28 +170,23 @@ function mountHeadView(root, data, options) {
       c.classList.toggle("off", h !== null && !shown.includes(h));
       c.classList.toggle("isolated", state.isolated === h);
     });
-    const shade = new Float32Array(n);  // the other side's tokens while hovering
+    const shade = new Float32Array(n);  // the other side's tokens while hovering: the shown heads' mean weight
+    if (state.hover) {
+      const { side, index } = state.hover;
+      for (const h of shown) for (let k = 0; k < n; k++) {
+        shade[k] += w[h * n * n + (side === "queries" ? index * n + k : k * n + index)] / shown.length;
+      }
+    }
     let drawn = 0;
     ctx.lineWidth = 1.5;
     for (const h of shown) {
       // one path per opacity step: thousands of lines in a few strokes
-      const buckets = Array.from({ length: 10 }, () => []);
-      const base = h * n * n;
-      for (let i = 0; i < n; i++) {
-        if (state.hover && state.hover.side === "queries" && state.hover.index !== i) continue;
-        for (let j = 0; j < n; j++) {
-          if (state.hover && state.hover.side === "keys" && state.hover.index !== j) continue;
-          const v = w[base + i * n + j];
-          if (state.hover) { shade[state.hover.side === "queries" ? j : i] += v / shown.length; }
-          if (v < (state.hover ? 0.005 : MIN_WEIGHT)) continue;
-          buckets[Math.min(9, Math.floor(v * 10))].push(i, j);
-          drawn++;
-        }
-      }
+      const steps = lineSteps(w, h, n, threshold(), state.hover);
+      drawn += lineCount(steps);
       ctx.strokeStyle = HEAD_VIEW_COLOURS[h % HEAD_VIEW_COLOURS.length];
-      buckets.forEach((pairs, b) => {
+      steps.forEach((pairs, b) => {
         if (!pairs.length) return;
-        ctx.globalAlpha = Math.min(1, (b + 1) / 10 + 0.05);
+        ctx.globalAlpha = opacityOf(b);
         ctx.beginPath();
         for (let k = 0; k < pairs.length; k += 2) {
           ctx.moveTo(0, pairs[k] * ROW + ROW / 2);
@@ -218,13 +226,12 @@ function mountHeadView(root, data, options) {
     const esc = s => String(s).replace(/[&<>"]/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
     const X0 = 160, X1 = 460, parts = [];
     for (const h of heads()) {
-      for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
-        if (state.hover && (state.hover.side === "queries" ? state.hover.index !== i : state.hover.index !== j)) continue;
-        const v = w[h * n * n + i * n + j];
-        if (v < MIN_WEIGHT) continue;
-        const opacity = Math.min(1, Math.floor(Math.min(v * 10, 9)) / 10 + 0.15);
-        parts.push(`<line x1="${X0}" y1="${i * ROW + ROW / 2}" x2="${X1}" y2="${j * ROW + ROW / 2}" stroke="${HEAD_VIEW_COLOURS[h % HEAD_VIEW_COLOURS.length]}" stroke-opacity="${opacity.toFixed(2)}" stroke-width="1.5"/>`);
-      }
+      lineSteps(w, h, n, threshold(), state.hover).forEach((pairs, b) => {
+        for (let k = 0; k < pairs.length; k += 2) {
+          const [i, j] = [pairs[k], pairs[k + 1]];
+          parts.push(`<line x1="${X0}" y1="${i * ROW + ROW / 2}" x2="${X1}" y2="${j * ROW + ROW / 2}" stroke="${HEAD_VIEW_COLOURS[h % HEAD_VIEW_COLOURS.length]}" stroke-opacity="${opacityOf(b).toFixed(2)}" stroke-width="1.5"/>`);
+        }
+      });
     }
     item.tokens.forEach((t, i) => {
       parts.push(`<text x="${X0 - 6}" y="${i * ROW + ROW / 2 + 4}" text-anchor="end">${esc(t)}</text>`);
