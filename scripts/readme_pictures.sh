@@ -4,8 +4,7 @@
 # 1. docs/attention_grid.png   the default run (seed 42) on one sentence, inspect_attention.py
 # 2. docs/head_view.png        that run's attention.html in headless Chromium, one head, a query hovered
 # 3. docs/hparams_table.png    TensorBoard's HParams table of a 4-job sweep that learns (heads x key_dim)
-# 4. docs/tensorboard_attention.png   TensorBoard's Attention tab on that sweep
-# 5. docs/tensorboard_compare.png     the tab's compare: heads=1 beside heads=4 (key_dim 8), last epochs
+# 4. docs/tensorboard_compare.png     TensorBoard's Attention tab on that sweep, compare: heads=1 beside heads=4
 # Needs chromium (apt-get install chromium) and Playwright (the dev extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,8 +29,5 @@ browser=$(command -v chromium || command -v chromium-browser || command -v googl
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1900,520 \
   --virtual-time-budget=20000 --screenshot="$(realpath docs/hparams_table.png)" \
   "http://127.0.0.1:$port/#hparams" 2>/dev/null
-"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,900 \
-  --virtual-time-budget=20000 --screenshot="$(realpath docs/tensorboard_attention.png)" \
-  "http://127.0.0.1:$port/#mha_attention" 2>/dev/null
 python scripts/tab_screenshot.py "http://127.0.0.1:$port" docs/tensorboard_compare.png "run=0&compare_run=2"
-echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png docs/tensorboard_attention.png docs/tensorboard_compare.png"
+echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png docs/tensorboard_compare.png"
