@@ -220,9 +220,20 @@ def browser():
         chromium.close()
 
 
+# Installed into every test page (Playwright's init script), never into the product: a number that changes
+# when a canvas's picture does (the alpha of each pixel, weighted by place), over its top `rows` rows.
+CANVAS_CHECKSUM = """window.canvasChecksum = (canvas, rows = Infinity) => {
+  const px = canvas.getContext("2d").getImageData(0, 0, canvas.width, Math.min(canvas.height, rows)).data;
+  let sum = 0;
+  for (let i = 3; i < px.length; i += 4) sum = (sum + px[i] * ((i >> 2) % 9973 + 1)) % 1000000007;
+  return sum;
+};"""
+
+
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    context.add_init_script(CANVAS_CHECKSUM)
     yield context.new_page()
     context.close()
 

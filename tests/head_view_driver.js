@@ -1,23 +1,18 @@
 // What a person does with a head view (mha_project/attention/head_view.js), step by step, recording what each
 // step drew. The tests run it inside the page with Playwright (page.evaluate), so the product script carries
-// no test hook: it reads only what the page shows (the chips, the tokens, the canvases and their line counts).
+// no test hook: it reads only what the page shows (the chips, the tokens, the canvases and their line counts;
+// window.canvasChecksum is the tests' own, tests/conftest.py).
 // `heads`: also click through the single view (the chips, "all", hovering) before the model view.
 async ([selector, heads]) => {
   const root = document.querySelector(selector);
   const $ = id => root.querySelector("#" + id);
   const settle = () => new Promise(resolve => requestAnimationFrame(() => resolve()));
-  function checksum() {  // of the top 2,000 rows (the first 110 tokens): a whole 512-token canvas takes seconds
-    const canvas = $("lines");
-    const px = canvas.getContext("2d").getImageData(0, 0, canvas.width, Math.min(canvas.height, 2000)).data;
-    let sum = 0;
-    for (let i = 3; i < px.length; i += 4) sum = (sum + px[i] * ((i >> 2) % 9973 + 1)) % 1000000007;
-    return sum;
-  }
   const isolated = () => {
     const chip = root.querySelector("#chips .chip.isolated");
     return !chip || chip.dataset.head === "all" ? null : Number(chip.dataset.head);
   };
-  const record = label => ({ step: label, lines: Number($("lines").dataset.drawnLines), checksum: checksum(), isolated: isolated() });
+  // The top 2,000 rows (the first 110 tokens): reading a whole 512-token canvas after every step takes seconds.
+  const record = label => ({ step: label, lines: Number($("lines").dataset.drawnLines), checksum: window.canvasChecksum($("lines"), 2000), isolated: isolated() });
   const steps = [record("default")];
   let weightsShown = null;
   if (heads) {

@@ -121,15 +121,6 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
     assert tab["svg_lines"] == tab["drawn_lines"] > 0 and tab["svg_tokens"] == 2 * 512
 
 
-CHECKSUM = """s => {  // the alpha of every pixel of a panel's lines, weighted by place: changes when the picture does
-  const canvas = document.querySelector(s + ' #lines');
-  const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-  let sum = 0;
-  for (let i = 3; i < px.length; i += 4) sum = (sum + px[i] * ((i >> 2) % 9973 + 1)) % 1000000007;
-  return sum;
-}"""
-
-
 def _use_the_tab(page, runs: list[str], long_run: str) -> dict:
     """Drag the epoch slider, pick another run, open "compare", click through the right side's head view."""
 
@@ -142,7 +133,7 @@ def _use_the_tab(page, runs: list[str], long_run: str) -> dict:
             "run": run,
             "epoch": int(epoch),
             "tokens": tokens,
-            "checksum": page.evaluate(CHECKSUM, panel),
+            "checksum": page.evaluate("s => window.canvasChecksum(document.querySelector(s + ' #lines'))", panel),
             "lines": int(page.get_attribute(f"{panel} #lines", "data-drawn-lines")),
             "box": box,
         }

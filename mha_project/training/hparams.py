@@ -38,8 +38,13 @@ def _recorded_paths() -> dict[str, str]:
     for option in dataclasses.fields(ModelConfig):
         if f"model.{option.name}" not in set_by_shortcut:
             paths[option.name] = f"model.{option.name}"
-    others = {"truncation": "data.truncation", "dataset": "data.name", "seed": "seed"}
-    return paths | others | {"ngram_lr": "trainer.ngram_lr", "pretrain": "pretrain.objective"}
+    return paths | {
+        "truncation": "data.truncation",
+        "dataset": "data.name",
+        "seed": "seed",
+        "ngram_lr": "trainer.ngram_lr",
+        "pretrain": "pretrain.objective",
+    }
 
 
 def _schema_type(path: str):
