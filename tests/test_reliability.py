@@ -11,12 +11,14 @@ import pytest
 
 from conftest import QUIET, ROOT, TINY, kill_when, run_script, train_tiny
 from mha_project.atomic import write_json_atomic
+from mha_project.training.history import backed_up_epochs
 
 RESUME = [
     *TINY,
-    "epochs=4",
+    "epochs=8",  # early stopping ends it after 4 epochs (patience 2): its state must survive the kill
     "data.limit=600",
-    "trainer.early_stopping_patience=10",
+    "trainer.early_stopping_patience=2",
+    "deterministic=true",
     *QUIET,
     "model.ngram_branch=bigram",  # the encoder and the n-gram branch both resume
     "model.ngram_buckets=1024",
@@ -33,16 +35,20 @@ def history_epochs(path: Path) -> list[int]:
 
 @pytest.mark.subprocess
 @pytest.mark.slow
-def test_sigkill_after_first_epoch_then_resume(tmp_path):
-    run_dir = tmp_path / "run"
-    cmd = [sys.executable, str(ROOT / "scripts" / "train.py"), *RESUME, f"hydra.run.dir={run_dir}"]
+def test_sigkill_then_resume_ends_as_the_run_never_killed(tmp_path):
+    # Fresh processes: a kill is the behaviour under test (and op determinism, once on, stays on in a process).
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    # Kill as soon as the first epoch is complete: recorded and backed up.
-    kill_when(
-        cmd,
-        lambda: history_epochs(run_dir / "history.csv") and (run_dir / "backup" / "training_metadata.json").exists(),
-        env,
-    )
+
+    def command(run_dir):
+        return [sys.executable, str(ROOT / "scripts" / "train.py"), *RESUME, f"hydra.run.dir={run_dir}"]
+
+    clean = subprocess.run(command(tmp_path / "clean"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stderr[-3000:]
+    run_dir = tmp_path / "run"
+    cmd = command(run_dir)
+    # Kill once two epochs are backed up: the third epoch's batch order, the dropout's random state and early
+    # stopping's count (one epoch without improvement so far) must all come back as they were.
+    kill_when(cmd, lambda: backed_up_epochs(run_dir / "backup") >= 2, env)
     done_before = max(history_epochs(run_dir / "history.csv"))
     assert not (run_dir / "metrics.json").exists()
     assert done_before < 3
@@ -68,7 +74,15 @@ def test_sigkill_after_first_epoch_then_resume(tmp_path):
     # At most one epoch of work is repeated: the resumed run starts at most one epoch back.
     resumed_epochs = [line for line in result.stdout.splitlines() if line.startswith("Epoch ")]
     assert len(resumed_epochs) <= 4 - done_before, resumed_epochs
-    assert "Epoch 1/4" not in resumed_epochs
+    assert "Epoch 1/8" not in resumed_epochs
+    # The resumed run is the run never killed: every epoch's numbers, where it stopped and the test.
+    never_killed = json.loads((tmp_path / "clean" / "metrics.json").read_text())
+    for key in ("test_accuracy", "test_loss", "best_val_accuracy", "best_epoch", "epochs_run", "stopped_early"):
+        assert metrics[key] == never_killed[key], key
+    assert never_killed["stopped_early"]  # so early stopping's state was tested
+    columns = ("epoch", "accuracy", "loss", "val_accuracy", "val_loss")
+    with open(tmp_path / "clean" / "history.csv", newline="") as f, open(run_dir / "history.csv", newline="") as g:
+        assert [[r[c] for c in columns] for r in csv.DictReader(g)] == [[r[c] for c in columns] for r in csv.DictReader(f)]
 
 
 @pytest.mark.subprocess

@@ -119,10 +119,17 @@ def fit_resumably(
     after_csv=(),
     validation: bool = True,
     rounds: int = 1,
+    epochs: int,
+    steps_per_epoch: int | None = None,
     **fit_args,
 ) -> FitResult:
     """``model.fit`` that a killed process resumes where it stopped, for the classifier and the pretraining
     stage alike: epochs in ``stage_dir/history.csv``, Keras's backup in ``stage_dir/backup``.
+
+    ``dataset`` is one pass over the data (reshuffled by tf.data at each pass); Keras reads it as one stream
+    of passes, ``steps_per_epoch`` batches an epoch (default: one pass). A resumed fit skips the batches the
+    epochs already trained took, so every later epoch sees the batches, in the order, that the run never
+    killed saw; the backup restores the weights, the optimizer and the dropout's random state.
 
     The callbacks run in this order: ``EpochCounter`` (``elapsed_seconds`` across resumes, for the CSV),
     ``TerminateOnNaN``, ``before_csv``, the CSV logger, ``after_csv``, and ``ResumableBackup`` last:
@@ -139,13 +146,20 @@ def fit_resumably(
         *after_csv,
         ResumableBackup(stage_dir / "backup", history_csv),
     ]
+    backup = callbacks[-1]
+    steps_per_epoch = steps_per_epoch or int(dataset.cardinality())
+    done = backup.restore(model)  # before fit: how far into the stream the resumed fit starts
     start = time.perf_counter()
     with expected_end_of_data():
         history = model.fit(
-            dataset,
+            # The i-th pass is tf.data's i-th reshuffle with the seed in this process too: skipping (not
+            # training on) the passes already trained reproduces the order a fit never killed would see.
+            dataset.repeat().skip(done * steps_per_epoch),
             callbacks=callbacks,
-            shuffle=False,  # tf.data reshuffles every epoch with the seed
+            shuffle=False,  # tf.data reshuffles every pass with the seed
             verbose="auto" if sys.stdout.isatty() else 2,  # one line per epoch in logs
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
             **fit_args,
         )
     return FitResult(history, counter, time.perf_counter() - start)

@@ -26,7 +26,7 @@ from mha_project.model.ngrams import NaiveBayesNgrams
 from mha_project.run_dir import MODEL_FILE, VOCAB_FILE
 from mha_project.run_dir import STAGE_DIR as PRETRAIN_DIR
 from mha_project.studies import job_trial
-from mha_project.training.callbacks import BestWeights, OptunaPruning, tensorboard_callbacks
+from mha_project.training.callbacks import BestWeights, OptunaPruning, ResumedEarlyStopping, tensorboard_callbacks
 from mha_project.training.distribute import local_copy, make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
 from mha_project.training.failures import diverged_message
@@ -116,14 +116,13 @@ class FitPlan:
     rounds: int
     epochs: int  # Keras epochs: passes x rounds
     steps_per_epoch: int
-    repeat: bool  # a Keras epoch is part of a pass: the training pipeline repeats
 
     @property
     def total_steps(self) -> int:
         return self.epochs * self.steps_per_epoch
 
     def fit_args(self) -> dict:
-        return dict(epochs=self.epochs, steps_per_epoch=self.steps_per_epoch if self.repeat else None)
+        return dict(epochs=self.epochs, steps_per_epoch=self.steps_per_epoch)
 
 
 def plan_fit(cfg: DictConfig, inputs: Inputs) -> FitPlan:
@@ -138,7 +137,7 @@ def plan_fit(cfg: DictConfig, inputs: Inputs) -> FitPlan:
             "validations fit"
         )
     # Keras validates once per "epoch": with several rounds, a Keras epoch is 1/rounds of a repeated pass.
-    return FitPlan(rounds, cfg.trainer.epochs * rounds, math.ceil(batches / rounds), repeat=rounds > 1)
+    return FitPlan(rounds, cfg.trainer.epochs * rounds, math.ceil(batches / rounds))
 
 
 def save_vocabulary_once(run_dir: Path, inputs: Inputs) -> None:
@@ -210,7 +209,8 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
     pruning = OptunaPruning(*trial) if trial else None
     before_csv = [
         BestWeights(best_weights, monitor="val_accuracy", initial_best=best_of(previous, "val_accuracy")),
-        keras.callbacks.EarlyStopping(
+        ResumedEarlyStopping(
+            previous,
             monitor="val_accuracy",
             mode="max",
             patience=cfg.trainer.early_stopping_patience * plan.rounds,
@@ -237,7 +237,7 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
     )
     fit = fit_resumably(
         model,
-        inputs.train.repeat() if plan.repeat else inputs.train,
+        inputs.train,
         run_dir,
         previous,
         before_csv=before_csv,
