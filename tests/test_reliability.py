@@ -81,8 +81,12 @@ def test_sigkill_then_resume_ends_as_the_run_never_killed(tmp_path):
         assert metrics[key] == never_killed[key], key
     assert never_killed["stopped_early"]  # so early stopping's state was tested
     columns = ("epoch", "accuracy", "loss", "val_accuracy", "val_loss")
-    with open(tmp_path / "clean" / "history.csv", newline="") as f, open(run_dir / "history.csv", newline="") as g:
-        assert [[r[c] for c in columns] for r in csv.DictReader(g)] == [[r[c] for c in columns] for r in csv.DictReader(f)]
+
+    def epochs_of(path):
+        with open(path, newline="") as f:
+            return [[row[c] for c in columns] for row in csv.DictReader(f)]
+
+    assert epochs_of(run_dir / "history.csv") == epochs_of(tmp_path / "clean" / "history.csv")
 
 
 @pytest.mark.subprocess
