@@ -144,6 +144,45 @@ def test_bad_table_contents_are_one_line(tmp_path, monkeypatch):
         read_table(parquet, "review", "stars")
 
 
+def test_a_table_of_one_class_is_refused_in_one_line(tmp_path):
+    frame = review_table(5)
+    frame["stars"] = "great"
+    with pytest.raises(ConfigError, match="every training label is 'great'; a classifier needs at least two") as err:
+        load_dataset(table_cfg(write_table(frame, tmp_path / "t.csv")).data, 0)
+    assert "\n" not in str(err.value)
+    # 1 and "1" in JSON lines are one class, "1": refused too.
+    rows = [{"review": f"text {i}", "stars": 1 if i % 2 else "1"} for i in range(20)]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(ConfigError, match="every training label is '1'"):
+        load_dataset(table_cfg(tmp_path / "t.jsonl").data, 0)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_the_label_format_is_decided_once_for_the_whole_file(tmp_path, monkeypatch, suffix):
+    import mha_project.data.tables as tables
+
+    monkeypatch.setattr(tables, "CHUNK_ROWS", 4)  # the first chunks hold whole numbers only
+    frame = pd.DataFrame({"review": [f"text {i}" for i in range(12)], "stars": [1.0, 2.0] * 5 + [1.5, 2.0]})
+    _, labels = read_table(write_table(frame, tmp_path / f"t{suffix}"), "review", "stars")
+    assert sorted(set(labels.tolist())) == ["1.0", "1.5", "2.0"]
+    frame["stars"] = [1.0, 2.0] * 6  # every label whole: integer names
+    _, labels = read_table(write_table(frame, tmp_path / f"u{suffix}"), "review", "stars")
+    assert sorted(set(labels.tolist())) == ["1", "2"]
+
+
+def test_a_text_column_of_lists_the_label_as_text_and_the_training_file_as_test_are_refused(tmp_path):
+    frame = review_table(5)
+    frame["words"] = [text.split() for text in frame["review"]]
+    path = write_table(frame, tmp_path / "t.parquet")
+    with pytest.raises(ConfigError, match="column 'words' holds ndarray values such as .*not texts"):
+        read_table(path, "words", "stars")
+    with pytest.raises(ConfigError, match="data.text_column=stars is data.label_column too"):
+        load_dataset(table_cfg(path, "data.text_column=stars").data, 0)
+    (tmp_path / "same.parquet").symlink_to(path)
+    with pytest.raises(ConfigError, match=r"data.test_path=.*same.parquet is data.path: the test would score"):
+        load_dataset(table_cfg(path, f"data.test_path={tmp_path / 'same.parquet'}").data, 0)
+
+
 @pytest.fixture(scope="module")
 def table_run(tmp_path_factory):
     """One tiny run on a CSV: the masked-LM stage on its texts, the TensorBoard probes and the head view."""

@@ -250,6 +250,13 @@ def load_dataset(data_cfg, seed: int) -> TextSplits:
     if data_cfg.name not in loaders:
         raise ConfigError(f"data={data_cfg.name} is not a dataset: choose one of {', '.join(loaders)}")
     (train_texts, train_labels), (test_texts, test_labels), class_names = loaders[data_cfg.name](data_cfg)
+    present = np.unique(np.asarray(train_labels))
+    if len(present) < 2:
+        only = class_names[int(present[0])] if len(present) else "none"
+        raise ConfigError(
+            f"data={data_cfg.name}: every training label is {only!r}; a classifier needs at least two classes "
+            '(check data.label_column, or labels such as 1 and "1" that read as one)'
+        )
 
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(train_texts))

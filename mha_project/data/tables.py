@@ -81,7 +81,7 @@ def read_table(path, text_column: str, label_column: str | None, key: str = "dat
         raise ConfigError(f"{key}={path} is not a file")
     columns = [text_column] + ([label_column] if label_column is not None else [])
     texts, labels, dropped, rows = [], [], 0, 0
-    for chunk in table_chunks(path, fmt, f"{key}={path}", columns):
+    for chunk in table_chunks(path, fmt, f"{key}={path}", columns, rows=CHUNK_ROWS):
         missing = [c for c in columns if c not in chunk.columns]
         if missing:
             names = _column_names(path, fmt)
@@ -95,22 +95,32 @@ def read_table(path, text_column: str, label_column: str | None, key: str = "dat
             keep &= chunk[label_column].astype(str).str.strip() != ""
         dropped += int((~keep).sum())
         chunk = chunk[keep]
+        not_text = next((v for v in chunk[text_column] if not isinstance(v, str)), None)
+        if not_text is not None and not isinstance(not_text, (int, float, np.number)):
+            raise ConfigError(
+                f"{key}={path}: column {text_column!r} holds {type(not_text).__name__} values such as "
+                f"{str(not_text)[:60]!r}, not texts; name a column of strings with data.text_column=..."
+            )
         texts.append(chunk[text_column].astype(str).to_numpy(dtype=object))
         if label_column is not None:
-            labels.append(_label_strings(chunk[label_column]))
+            labels.append(chunk[label_column].to_numpy())
     if dropped:
         log.warning(f"{path}: {dropped} of {rows} rows dropped: their text or label is missing")
     texts = np.concatenate(texts) if texts else np.zeros(0, dtype=object)
     if not len(texts):
         raise ConfigError(f"{key}={path} has no rows with both a text and a label")
-    return TableTexts(texts), (np.concatenate(labels) if label_column is not None else None)
+    return TableTexts(texts), (_label_strings(np.concatenate(labels)) if label_column is not None else None)
 
 
-def _label_strings(column) -> np.ndarray:
-    """Labels as strings: integers stay integers' names (``1`` not ``1.0``, as a CSV column with gaps reads)."""
-    values = column.to_numpy()
+def _label_strings(values: np.ndarray) -> np.ndarray:
+    """Labels as strings, decided once for the whole column: whole numbers keep their integer names (``1``
+    not ``1.0``, as a column with gaps reads) only when every label of the file is a whole number."""
     if values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0):
         values = values.astype(np.int64)
+    elif values.dtype == object and all(isinstance(v, (int, float, np.number)) for v in values):
+        numbers = np.asarray(values, dtype="float64")
+        if np.all(np.mod(numbers, 1) == 0):
+            values = numbers.astype(np.int64)
     return np.asarray([str(v) for v in values], dtype=object)
 
 
@@ -173,9 +183,26 @@ def table_chunks(path, fmt: str, name: str, columns: list[str] | None = None, ro
         raise ConfigError(f"{name} cannot be read as {fmt.upper()}: {message_line(err)}") from None
 
 
+def _same_file(a, b) -> bool:
+    try:
+        return Path(str(a)).samefile(str(b))
+    except OSError:
+        return False
+
+
 def load_table_splits(data_cfg, seed: int):
     """``data=table``'s train and test splits (texts, integer labels) and class names: ``data.test_path``'s
     rows as the test split, or a seeded, stratified ``data.test_fraction`` of ``data.path``'s."""
+    if data_cfg.text_column == data_cfg.label_column:
+        raise ConfigError(
+            f"data.text_column={data_cfg.text_column} is data.label_column too: a model would learn the label "
+            "from itself; name the text and the label columns"
+        )
+    if data_cfg.test_path is not None and _same_file(data_cfg.test_path, data_cfg.path):
+        raise ConfigError(
+            f"data.test_path={data_cfg.test_path} is data.path: the test would score the training rows; give "
+            "a file of other rows, or leave data.test_path out to hold back data.test_fraction of data.path"
+        )
     texts, labels = read_table(data_cfg.path, data_cfg.text_column, data_cfg.label_column)
     class_names = class_names_of(labels)
     index = {name: i for i, name in enumerate(class_names)}
