@@ -12,6 +12,7 @@ is done.
 """
 
 import argparse
+import signal
 import sys
 
 from mha_project.cli import fail, import_tensorflow_quietly
@@ -27,6 +28,8 @@ def main() -> None:
     parser.add_argument("--text-column", help="a table's text column (default: the run's data.text_column, or text)")
     parser.add_argument("--batch-size", type=int, default=256, help="texts per model call (default 256)")
     args = parser.parse_args()
+    # SIGTERM as Ctrl-C: the half-written temporary file is removed on the way out, and one line says so.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
         if args.batch_size < 1:
@@ -35,11 +38,15 @@ def main() -> None:
         from mha_project.analysis.predict import predict_file, progress_bar
         from mha_project.analysis.runs import load_run
 
-        run = load_run(args.run_dir)
+        run = load_run(args.run_dir, needs_data=False)  # model.keras and vocab.txt are all predicting needs
         column = args.text_column or run.cfg.data.get("text_column") or "text"
         result = predict_file(run, args.input, args.out, column, args.batch_size, progress_bar())
     except UserError as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        signal_name = "SIGTERM" if _interrupted.signum == signal.SIGTERM else "Ctrl-C"
+        where = f"; {args.out} was not written" if args.out else ""
+        fail(f"interrupted ({signal_name}){where}", code=128 + (_interrupted.signum or signal.SIGINT))
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     where = args.out or "standard output"
@@ -47,6 +54,13 @@ def main() -> None:
     rows = f"{result['rows']} row{'' if result['rows'] == 1 else 's'}"
     print(f"wrote {rows} to {where}{missing}, {result['rows_per_second']:,.0f} rows/s", file=sys.stderr)
 
+
+def _interrupted(signum, frame):
+    _interrupted.signum = signum
+    raise KeyboardInterrupt
+
+
+_interrupted.signum = None
 
 if __name__ == "__main__":
     main()

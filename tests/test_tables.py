@@ -262,10 +262,11 @@ def test_predict_reads_plain_text_lines_and_writes_json_lines_or_parquet(table_r
     assert all(abs(r["prob_bad"] + r["prob_good"] - 1) < 1e-5 for r in rows)
     result = run_script("predict.py", str(run_dir), str(tmp_path / "texts.txt"))  # no --out: CSV on stdout
     assert list(csv.DictReader(result.stdout.splitlines()))[2]["text"] == "awful stale bad"
+    (tmp_path / "texts.jsonl").write_text("".join(json.dumps({"text": r["text"]}) + "\n" for r in rows))
     result = run_script(
         "predict.py",
         str(run_dir),
-        str(tmp_path / "o.jsonl"),
+        str(tmp_path / "texts.jsonl"),
         "--text-column",
         "text",
         "--out",
@@ -332,3 +333,124 @@ def test_a_sweep_runs_on_a_table_as_on_any_dataset(tmp_path):
     jobs = [json.loads((sweep / job / "metrics.json").read_text()) for job in ("0", "1")]
     assert [m["hparams"]["heads"] for m in jobs] == [1, 2] and all(m["dataset"] == "table" for m in jobs)
     assert jobs[0]["data_fingerprint"] == jobs[1]["data_fingerprint"]  # the same seeded splits in every job
+
+
+@pytest.mark.slow
+def test_predict_keeps_every_input_column_of_every_row_and_never_writes_over_its_input(
+    table_run, tmp_path, monkeypatch
+):
+    import mha_project.analysis.predict as predict
+    from mha_project.analysis.runs import load_run
+    from mha_project.errors import UserError
+
+    run_dir, _ = table_run
+    run = load_run(run_dir)
+    monkeypatch.setattr(predict, "READ_ROWS", 4)  # a key first seen after the first chunk
+    rows = [{"review": f"great tea {i}", "id": i} for i in range(10)]
+    rows[7]["extra"] = "only here"
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    before = source.read_bytes()
+    for out in ("out.jsonl", "out.csv", "out.parquet"):
+        predict.predict_file(run, str(source), str(tmp_path / out), "review")
+    written = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["extra"] for r in written] == [None] * 7 + ["only here"] + [None] * 2
+    assert [r["id"] for r in written] == list(range(10))  # an integer stays an integer
+    assert pd.read_csv(tmp_path / "out.csv")["extra"].tolist()[7] == "only here"
+    assert pd.read_parquet(tmp_path / "out.parquet")["extra"].tolist()[7] == "only here"
+    # --out naming the input (or a link to it), a directory, or a column predict would overwrite: refused
+    # before anything is written, the input as it was.
+    (tmp_path / "link.jsonl").symlink_to(source)
+    (tmp_path / "taken.csv").write_text("review,predicted_class\ngreat tea,mine\n")
+    for src, out, message in (
+        (source, source, "is the input file: the predictions would replace it"),
+        (source, tmp_path / "link.jsonl", "is the input file"),
+        (source, tmp_path, "is a directory: name a file"),
+        (tmp_path / "taken.csv", tmp_path / "o.csv", "already has a column 'predicted_class', which predict writes"),
+    ):
+        with pytest.raises(UserError, match=message) as err:
+            predict.predict_file(run, str(src), str(out), "review")
+        assert "\n" not in str(err.value)
+    assert source.read_bytes() == before and not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.slow
+def test_predict_writes_one_parquet_schema_and_keeps_a_replaced_files_mode(table_run, tmp_path, monkeypatch):
+    import os
+
+    import mha_project.analysis.predict as predict
+    from mha_project.analysis.runs import load_run
+
+    run_dir, _ = table_run
+    run = load_run(run_dir)
+    monkeypatch.setattr(predict, "READ_ROWS", 4)
+    # A column null in the first chunk and text later; the first chunk's texts all missing.
+    rows = [{"review": None if i < 4 else f"lovely tea {i}", "note": None if i < 4 else "n"} for i in range(9)]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"old")
+    os.chmod(out, 0o600)
+    predict.predict_file(run, str(source), str(out), "review")
+    import pyarrow.parquet as pq
+
+    frame = pq.read_table(out).to_pylist()
+    assert [row["note"] for row in frame] == [None] * 4 + ["n"] * 5
+    assert [row["predicted_class"] is None for row in frame] == [True] * 4 + [False] * 5
+    assert oct(os.stat(out).st_mode & 0o777) == oct(0o600)  # the private file stays private
+    old_mask = os.umask(0o077)
+    try:
+        predict.predict_file(run, str(source), str(tmp_path / "new.csv"), "review")
+    finally:
+        os.umask(old_mask)
+    assert oct(os.stat(tmp_path / "new.csv").st_mode & 0o777) == oct(0o600)  # the umask is respected
+
+
+@pytest.mark.slow
+def test_predict_needs_only_the_runs_model_and_vocabulary(table_run, tmp_path):
+    import shutil
+
+    run_dir, _ = table_run
+    moved = tmp_path / "run"
+    shutil.copytree(run_dir, moved)
+    config = moved / ".hydra" / "config.yaml"
+    config.write_text(config.read_text().replace(str(run_dir.parent / "reviews.csv"), str(tmp_path / "gone.csv")))
+    (tmp_path / "texts.txt").write_text("great lovely tea\n")
+    result = run_script("predict.py", str(moved), str(tmp_path / "texts.txt"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert list(csv.DictReader(result.stdout.splitlines()))[0]["text"] == "great lovely tea"
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_predict_stopped_by_sigterm_leaves_no_temporary_file_and_says_so_in_one_line(table_run, tmp_path):
+    # A fresh process: a signal to the command is the behaviour under test.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    run_dir, _ = table_run
+    source = tmp_path / "many.txt"
+    source.write_text("great lovely tea, fresh and good\n" * 400_000)
+    out = tmp_path / "out.csv"
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "predict.py"), str(run_dir), str(source), "--out", str(out)],
+        cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None and not list(tmp_path.glob(".out.csv.*.tmp")):
+        time.sleep(0.05)
+    assert process.poll() is None, "predict ended before it could be stopped"
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert err.strip().splitlines() == [f"error: interrupted (SIGTERM); {out} was not written"]
+    assert not out.exists() and not list(tmp_path.glob(".out.csv.*"))

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from mha_project.atomic import new_file_mode
 from mha_project.data.pipeline import encode
-from mha_project.data.tables import TABLE_FORMATS, table_chunks
-from mha_project.errors import UserError
+from mha_project.data.tables import PARQUET_EXTRA, TABLE_FORMATS, table_chunks
+from mha_project.errors import UserError, message_line
 
 OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 READ_ROWS = 4096  # rows read, predicted and written at a time
@@ -40,22 +41,77 @@ def output_format(out: str | None, source_format: str) -> str:
     return OUTPUT_FORMATS[suffix]
 
 
+def input_columns(path: str, fmt: str) -> list[str]:
+    """Every column of the input, in first-seen order: a plain text file's ``text``, a CSV/TSV header, a
+    Parquet schema, or the keys of every JSON-lines row (rows may differ: one pass reads them all)."""
+    if fmt == "text":
+        return ["text"]
+    if fmt == "jsonl":
+        names = {}
+        for _, row in _json_rows(path):
+            names.update(dict.fromkeys(row))
+        return list(names)
+    if fmt == "parquet":
+        return list(_parquet(path).schema_arrow.names)
+    return [str(c) for c in next(table_chunks(path, fmt, path, rows=1)).columns]
+
+
 def read_rows(path: str, fmt: str, text_column: str):
-    """Chunks of ``(rows, texts)``: the input's rows as dicts (all their columns) and each row's text (None
-    where a table row has none)."""
+    """Chunks of ``(rows, texts)``: the input's rows as dicts, each value as the file holds it (every column of
+    the row), and each row's text (None where a table row has none)."""
     if fmt == "text":
         yield from _text_lines(path)
         return
-    if not Path(path).is_file():
-        raise UserError(f"{path} is not a file")
+    if fmt == "jsonl":
+        rows = []
+        for _, row in _json_rows(path):
+            rows.append(row)
+            if len(rows) == READ_ROWS:
+                yield rows, [_text_of(row.get(text_column)) for row in rows]
+                rows = []
+        if rows:
+            yield rows, [_text_of(row.get(text_column)) for row in rows]
+        return
+    if fmt == "parquet":
+        for batch in _parquet(path).iter_batches(batch_size=READ_ROWS):
+            rows = batch.to_pylist()  # Python values of the file's own types (no pandas float for an int)
+            yield rows, [_text_of(row.get(text_column)) for row in rows]
+        return
     for chunk in table_chunks(path, fmt, path, rows=READ_ROWS):
-        if text_column not in chunk.columns:
-            raise UserError(
-                f"{path} has no column {text_column!r} (its columns: {', '.join(map(str, chunk.columns))}); "
-                "name it with --text-column"
-            )
-        texts = [None if _missing(v) else str(v) for v in chunk[text_column].tolist()]
-        yield chunk.to_dict("records"), texts
+        rows = chunk.to_dict("records")
+        yield rows, [_text_of(row.get(text_column)) for row in rows]
+
+
+def _parquet(path: str):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError(f"{path}: {PARQUET_EXTRA}") from None
+    try:
+        return pq.ParquetFile(path)
+    except Exception as err:  # pyarrow's errors for a file that is not Parquet come in several types
+        raise UserError(f"{path} cannot be read as PARQUET: {message_line(err)}") from None
+
+
+def _json_rows(path: str):
+    with open(path, encoding="utf-8", errors="strict") as f:
+        try:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as err:
+                    raise UserError(f"{path} cannot be read as JSONL: line {number}: {message_line(err)}") from None
+                if not isinstance(row, dict):
+                    raise UserError(f"{path}: line {number} is not a JSON object (a row of named columns)")
+                yield number, row
+        except UnicodeDecodeError as err:
+            raise UserError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def _text_of(value) -> str | None:
+    return None if _missing(value) else str(value)
 
 
 def _missing(value) -> bool:
@@ -65,8 +121,6 @@ def _missing(value) -> bool:
 def _text_lines(path: str):
     stream = sys.stdin.buffer if path == "-" else None
     if stream is None:
-        if not Path(path).is_file():
-            raise UserError(f"{path} is not a file")
         stream = open(path, "rb")  # noqa: SIM115 (closed below)
     rows, texts = [], []
     try:
@@ -87,35 +141,48 @@ def _text_lines(path: str):
         yield rows, texts
 
 
-class _Writer:
-    """Rows into a temporary file beside ``out`` (or standard output), renamed into place by ``commit``."""
+def check_paths(source: str, out: str | None) -> None:
+    """Refuse, before anything is read or written: an input that is not a readable file, an ``--out`` that is
+    a directory, and an ``--out`` that is the input itself (by inode: links and other spellings too)."""
+    if source != "-" and not Path(source).is_file():
+        raise UserError(f"{source} is not a file")
+    if out is None:
+        return
+    if Path(out).is_dir():
+        raise UserError(f"--out={out} is a directory: name a file to write the predictions to")
+    if source != "-" and Path(out).exists() and Path(out).samefile(source):
+        raise UserError(f"--out={out} is the input file: the predictions would replace it; name another file")
 
-    def __init__(self, out: str | None, fmt: str, columns_after: list[str]):
-        self.out, self.fmt, self.extra = out, fmt, columns_after
-        self.columns, self.parquet, self.header_written = None, None, False
+
+class _Writer:
+    """Rows into a temporary file beside ``out`` (or standard output), renamed into place by ``commit``; every
+    row written with ``columns`` (one Parquet ``schema`` for the whole file)."""
+
+    def __init__(self, out: str | None, fmt: str, columns: list[str], schema=None):
+        self.out, self.fmt, self.columns, self.schema = out, fmt, columns, schema
+        self.parquet, self.header_written = None, False
         if out is None:
             self.tmp, self.stream = None, sys.stdout
             return
         target = Path(out)
         target.parent.mkdir(parents=True, exist_ok=True)
+        self.mode = new_file_mode(target)  # before anything replaces it: a private file stays private
         fd, self.tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         self.stream = os.fdopen(fd, "wb" if fmt == "parquet" else "w", newline="" if fmt != "parquet" else None)
 
     def write(self, rows: list[dict]) -> None:
-        if self.columns is None:
-            self.columns = [c for c in rows[0] if c not in self.extra] + self.extra
         if self.fmt == "jsonl":
             for row in rows:
                 self.stream.write(json.dumps({c: _plain(row.get(c)) for c in self.columns}, ensure_ascii=False) + "\n")
         elif self.fmt == "parquet":
-            import pandas as pd
             import pyarrow as pa
             import pyarrow.parquet as pq
 
-            table = pa.Table.from_pandas(pd.DataFrame(rows, columns=self.columns), preserve_index=False)
             if self.parquet is None:
-                self.parquet = pq.ParquetWriter(self.stream, table.schema)
-            self.parquet.write_table(table)
+                self.parquet = pq.ParquetWriter(self.stream, self.schema)
+            fields = [(c, self.schema.field(c).type) for c in self.columns]
+            records = [{c: _arrow_value(row.get(c), kind) for c, kind in fields} for row in rows]
+            self.parquet.write_table(pa.Table.from_pylist(records, schema=self.schema))
         else:
             writer = csv.DictWriter(self.stream, self.columns, delimiter="," if self.fmt == "csv" else "\t")
             if not self.header_written:
@@ -130,7 +197,7 @@ class _Writer:
             self.stream.flush()
             return
         self.stream.close()
-        os.chmod(self.tmp, 0o644)
+        os.chmod(self.tmp, self.mode)
         os.replace(self.tmp, self.out)
 
     def discard(self) -> None:
@@ -148,6 +215,55 @@ def _plain(value):
     return value
 
 
+def parquet_schema(source: str, fmt: str, columns: list[str], new_columns: list[str]):
+    """One Arrow schema for the whole output: a Parquet input's own types, JSON lines' types as every row
+    has them (a column of several types is written as text), text for CSV/TSV and plain text; then
+    ``predicted_class`` (text) and the probabilities (float64)."""
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        found = _parquet(source).schema_arrow
+        fields = [found.field(c) for c in columns]
+    elif fmt == "jsonl":
+        kinds = {c: set() for c in columns}
+        for _, row in _json_rows(source):
+            for c, v in row.items():
+                if v is not None:
+                    kinds[c].add(type(v))
+        fields = [pa.field(c, _json_arrow_type(kinds[c])) for c in columns]
+    else:
+        fields = [pa.field(c, pa.string()) for c in columns]
+    fields.append(pa.field(new_columns[0], pa.string()))
+    fields += [pa.field(c, pa.float64()) for c in new_columns[1:]]
+    return pa.schema(fields)
+
+
+def _json_arrow_type(kinds: set):
+    import pyarrow as pa
+
+    if kinds == {bool}:
+        return pa.bool_()
+    if kinds == {int}:
+        return pa.int64()
+    if kinds and kinds <= {int, float}:
+        return pa.float64()
+    return pa.string()
+
+
+def _arrow_value(value, kind):
+    """``value`` as the output schema's column type holds it (text for a JSON column of several types)."""
+    import pyarrow as pa
+
+    value = _plain(value)
+    if value is None:
+        return None
+    if pa.types.is_string(kind) and not isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+    if pa.types.is_floating(kind) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def predict_file(
     run, source: str, out: str | None = None, text_column: str = "text", batch_size: int = 256, progress=None
 ) -> dict:
@@ -155,8 +271,24 @@ def predict_file(
     to ``out`` (standard output when None). ``progress(rows, seconds)`` is called after each chunk. Returns
     the rows written, those without a text, and the rows per second."""
     fmt = input_format(source)
+    check_paths(source, out)
+    out_fmt = output_format(out, fmt)
     probability_columns = [f"prob_{name}" for name in run.class_names]
-    writer = _Writer(out, output_format(out, fmt), ["predicted_class", *probability_columns])
+    new_columns = ["predicted_class", *probability_columns]
+    columns = ["text"] if source == "-" else input_columns(source, fmt)
+    if fmt != "text" and text_column not in columns:
+        raise UserError(
+            f"{source} has no column {text_column!r} (its columns: {', '.join(map(str, columns))}); "
+            "name it with --text-column"
+        )
+    taken = next((c for c in new_columns if c in columns), None)
+    if taken is not None:
+        raise UserError(
+            f"{source} already has a column {taken!r}, which predict writes ({', '.join(new_columns)}); "
+            "rename that column in the input, or predict from a copy without it"
+        )
+    schema = parquet_schema(source, fmt, columns, new_columns) if out_fmt == "parquet" else None
+    writer = _Writer(out, out_fmt, columns + new_columns, schema)
     start, written, without_text = time.perf_counter(), 0, 0
     try:
         for rows, texts in read_rows(source, fmt, text_column):

@@ -77,8 +77,10 @@ def _text_list(texts) -> list[str]:
     return texts
 
 
-def load_run(path, needs_attention: bool = False) -> Run:
-    """The finished run in ``path``; ``needs_attention``: refused when its model has no attention layers."""
+def load_run(path, needs_attention: bool = False, needs_data: bool = True) -> Run:
+    """The finished run in ``path``; ``needs_attention``: refused when its model has no attention layers;
+    ``needs_data=False``: a run whose training file or folder has moved still loads (its model and vocabulary
+    are in the run directory; only tools that read its splits need the data)."""
     path = check_run_dir(path)
     try:
         cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
@@ -93,7 +95,7 @@ def load_run(path, needs_attention: bool = False) -> Run:
             raise ValueError(f"no {', '.join(missing)}")
     except ValueError as err:
         raise damaged(path / "metrics.json", err) from None
-    if cfg.data.name in ("folder", "table") and not Path(str(cfg.data.path)).exists():
+    if needs_data and cfg.data.name in ("folder", "table") and not Path(str(cfg.data.path)).exists():
         raise UserError(
             f"the data this run was trained on, data.path={cfg.data.path}, no longer exists; "
             "move it back (the run's splits and test set are defined by it)"
