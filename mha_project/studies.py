@@ -44,8 +44,13 @@ def make_storage(url: str | None, heartbeat: bool = True):
         from optuna.storages.journal import JournalFileBackend
 
         path = Path(url[len(JOURNAL_PREFIX) - 1 :])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        check_journal_file(path, url)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+        except OSError as err:  # a parent that is a file, /proc, no permission
+            where = f"{err.filename}: " if err.filename else ""
+            raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {where}{err.strerror or err}") from None
     beats = dict(heartbeat_interval=HEARTBEAT_SECONDS, grace_period=GRACE_SECONDS) if heartbeat else {}
     for attempt in range(4):
         try:
@@ -58,7 +63,90 @@ def make_storage(url: str | None, heartbeat: bool = True):
             if attempt < 3 and _lost_table_race(err):
                 time.sleep(0.5 * (attempt + 1))
                 continue
-            raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {message_line(err)}") from None
+            raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {_storage_problem(url, err)}") from None
+
+
+def check_journal_file(path: Path, url: str) -> None:
+    """Refuse, before anything is written to it, a journal path that is not a file, or a file that is
+    neither empty nor an Optuna journal (Optuna would append its records to a user's file)."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {path} is not a regular file")
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+    except OSError as err:
+        raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {err.strerror or err}") from None
+    if not first.strip():
+        return
+    try:
+        record = json.loads(first)
+    except ValueError:
+        record = None
+    if not (isinstance(record, dict) and "op_code" in record):
+        raise ConfigError(
+            f"hydra.sweeper.storage={url} cannot be used: {path} is neither empty nor an Optuna journal "
+            "(left as it is); name a new file"
+        )
+
+
+def _storage_problem(url: str, err: Exception) -> str:
+    """What is wrong with a database URL: the missing driver by name, else the error's first line."""
+    if "DB access module" in str(err):
+        try:
+            from sqlalchemy.engine import make_url
+
+            make_url(url).get_dialect().import_dbapi()
+        except ImportError as missing:
+            return (
+                f"its database driver is not installed ({message_line(missing)}): install it, or name an installed "
+                "one in the URL (dialect+driver://…)"
+            )
+        except Exception:  # noqa: BLE001 - the URL itself is bad: the first line below says so
+            pass
+    return message_line(err)
+
+
+def search_space(params: dict, arguments: list[str]):
+    """Optuna distributions of ``hydra.sweeper.params`` and of the command line's sweeps (``heads=1,2,4``),
+    and the command line's other overrides, which every trial takes as they are."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
+
+    optuna = import_optuna()
+    parser = OverridesParser.create()
+    declared = parser.parse_overrides([f"{key}={value}" for key, value in params.items()])
+    given = parser.parse_overrides(arguments)
+    # A single value in hydra.sweeper.params (heads=4) is a fixed override: every trial takes it, as the
+    # multirun.yaml that records the params says.
+    fixed = [o.input_line for o in [*declared, *given] if not o.is_sweep_override()]
+    space = {}
+    for override in [o for o in [*declared, *given] if o.is_sweep_override()]:
+        key = override.get_key_element()
+        value = override.value()
+        try:
+            if isinstance(value, (ChoiceSweep, RangeSweep)):
+                space[key] = optuna.distributions.CategoricalDistribution(list(override.sweep_iterator()))
+            elif isinstance(value, IntervalSweep):
+                log_scale = "log" in value.tags
+                if "int" in value.tags or (isinstance(value.start, int) and isinstance(value.end, int)):
+                    space[key] = optuna.distributions.IntDistribution(int(value.start), int(value.end), log=log_scale)
+                else:
+                    space[key] = optuna.distributions.FloatDistribution(value.start, value.end, log=log_scale)
+            else:
+                raise ValueError("use choice(...), range(...) or interval(...)")
+        except ValueError as err:  # Optuna's checks: low <= high, low > 0 on a log scale, no empty choice
+            reason = "it has no values" if "one or more elements" in str(err) else message_line(err)
+            raise ConfigError(f"{override.input_line} cannot be searched: {reason}") from None
+    return space, fixed
+
+
+def check_sweep(sweeper_cfg, arguments: list[str]) -> None:
+    """What the sweeper checks before its first trial, done before anything loads TensorFlow: the search space
+    and the storage (a bad one is one line in a second, not after TensorFlow's start-up)."""
+    search_space({**sweeper_cfg.params}, arguments)
+    make_storage(sweeper_cfg.storage, heartbeat=False)
 
 
 def _lost_table_race(err: Exception) -> bool:

@@ -190,7 +190,7 @@ def postgres_url():
     start = server(bin_dir / "pg_ctl", "-D", data, "-o", options, "-w", "-l", data / "log", "start")
     assert start.returncode == 0, start.stderr + (data / "log").read_text()
     try:
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/postgres"
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         server(bin_dir / "pg_ctl", "-D", data, "-m", "immediate", "stop")
         shutil.rmtree(base, ignore_errors=True)
@@ -210,6 +210,37 @@ def test_a_journal_file_holds_a_study(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     journal = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "study.log")))
     assert len(optuna.load_study(study_name=STUDY, storage=journal).trials) == 2
+
+
+def test_bad_storages_and_search_spaces_are_one_line_and_leave_a_users_file_as_it_was(tmp_path):
+    notes = tmp_path / "notes.log"
+    notes.write_text("my notes\n")
+    cases = [
+        (f"hydra.sweeper.storage=journal:///{notes}", "is neither empty nor an Optuna journal (left as it is)"),
+        (f"hydra.sweeper.storage=journal:///{notes}/study.log", "cannot be used: "),
+        ("hydra.sweeper.storage=journal:///proc/study.log", "cannot be used: /proc/study.log: "),
+        ("hydra.sweeper.storage=journal:///", "cannot be used: / is not a regular file"),
+        ("hydra.sweeper.storage=mysql://me@127.0.0.1:1/db", "its database driver is not installed (No module named"),
+        ("dropout=interval(0.9,0.1)", "dropout=interval(0.9,0.1) cannot be searched: `low <= high` must hold"),
+        ("dropout=tag(log,interval(0.0,0.5))", "cannot be searched: `low > 0` must hold for `log=True`"),
+        ("heads=range(5,1)", "heads=range(5,1) cannot be searched: it has no values"),
+    ]
+    for override, message in cases:
+        result = optuna_sweep(tmp_path / "s", override)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (override, lines)
+        assert message in lines[0], (override, lines[0])
+    assert notes.read_text() == "my notes\n"
+
+
+@pytest.mark.slow
+def test_a_single_value_in_the_search_space_is_what_every_trial_trains(tmp_path):
+    path = tmp_path / "s"
+    result = optuna_sweep(path, "hydra.sweeper.n_trials=2", "hydra.sweeper.params.heads=4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = sorted(path.glob("*/metrics.json"))
+    assert len(jobs) == 2 and all(json.loads(job.read_text())["hparams"]["heads"] == 4 for job in jobs)
+    assert all("heads" not in t.params for t in trials_of(f"sqlite:///{path}/optuna.db"))
 
 
 @pytest.mark.slow
@@ -260,8 +291,8 @@ def test_bad_study_settings_are_one_line_and_the_study_keeps_its_trials(finished
             f"study '{STUDY}' in {storage} exists with another search space (heads:",
         ),
         (
-            "hydra.sweeper.storage=postgresql+psycopg2://nobody@127.0.0.1:1/none",
-            "hydra.sweeper.storage=postgresql+psycopg2://nobody@127.0.0.1:1/none cannot be used",
+            "hydra.sweeper.storage=postgresql://nobody@127.0.0.1:1/none",
+            "hydra.sweeper.storage=postgresql://nobody@127.0.0.1:1/none cannot be used",
         ),
         ("hydra.sweeper.storage=nonsense://x", "hydra.sweeper.storage=nonsense://x cannot be used"),
     ]

@@ -16,8 +16,6 @@ import threading
 import warnings
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf
@@ -31,6 +29,7 @@ from mha_project.studies import (
     make_sampler,
     make_storage,
     open_study,
+    search_space,
     worker_name,
     write_study_pointer,
 )
@@ -143,33 +142,6 @@ def _suggest(trial, name: str, distribution) -> None:
         trial.suggest_int(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
     else:
         trial.suggest_float(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
-
-
-def search_space(params: dict, arguments: list[str]):
-    """Optuna distributions of ``hydra.sweeper.params`` and of the command line's sweeps (``heads=1,2,4``),
-    and the command line's other overrides, which every trial takes as they are."""
-    optuna = import_optuna()
-    parser = OverridesParser.create()
-    declared = parser.parse_overrides([f"{key}={value}" for key, value in params.items()])
-    given = parser.parse_overrides(arguments)
-    fixed = [o.input_line for o in given if not o.is_sweep_override()]
-    space = {}
-    for override in [o for o in [*declared, *given] if o.is_sweep_override()]:
-        key = override.get_key_element()
-        value = override.value()
-        if isinstance(value, ChoiceSweep):
-            space[key] = optuna.distributions.CategoricalDistribution(list(override.sweep_iterator()))
-        elif isinstance(value, RangeSweep):
-            space[key] = optuna.distributions.CategoricalDistribution(list(override.sweep_iterator()))
-        elif isinstance(value, IntervalSweep):
-            log_scale = "log" in value.tags
-            if "int" in value.tags or (isinstance(value.start, int) and isinstance(value.end, int)):
-                space[key] = optuna.distributions.IntDistribution(int(value.start), int(value.end), log=log_scale)
-            else:
-                space[key] = optuna.distributions.FloatDistribution(value.start, value.end, log=log_scale)
-        else:
-            raise ConfigError(f"{override.input_line} cannot be searched: use choice(...), range(...) or interval(...)")
-    return space, fixed
 
 
 def _overrides(params: dict) -> list[str]:

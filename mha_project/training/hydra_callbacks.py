@@ -42,6 +42,13 @@ class ValidateConfig(Callback):
         # The Optuna sweeper opens its study (sqlite in the sweep dir, configs/hparams_search/optuna.yaml)
         # before the launcher creates the sweep dir.
         make_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
+        if "mha_optuna_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
+            from mha_project.studies import check_sweep
+
+            try:
+                check_sweep(config.hydra.sweeper, list(config.hydra.overrides.task))
+            except ConfigError as err:
+                fail(str(err))
         if config.logger.tensorboard and config.logger.hparams:
             # One HParams experiment config for the whole sweep, with the swept keys marked (hparams.py).
             from mha_project.training.hparams import sweep_params_of, swept_domains, write_experiment
