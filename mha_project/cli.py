@@ -61,7 +61,9 @@ def _stderr_fd_silenced():
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    print(f"error: {message}", file=sys.stderr)
+    from mha_project.errors import printable
+
+    print(f"error: {printable(message)}", file=sys.stderr)
     raise SystemExit(code)
 
 

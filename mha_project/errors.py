@@ -17,3 +17,13 @@ def message_line(err: BaseException) -> str:
     """The first non-empty line of an error's message (a library's multi-line report), else its type's name."""
     lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(err).__name__
+
+
+def printable(text: str) -> str:
+    """``text`` without control characters (a terminal escape sequence in a file name or a recorded reason
+    would act on the user's terminal); each is shown as ``?``.
+
+    >>> printable("bad \\x1b[2Jrun\\tdir")
+    'bad ?[2Jrun?dir'
+    """
+    return "".join("?" if (ord(c) < 32 or 127 <= ord(c) < 160) else c for c in text)

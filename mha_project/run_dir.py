@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic
 from mha_project.config import keras_backend
-from mha_project.errors import RunDirRefused, UserError
+from mha_project.errors import RunDirRefused, UserError, message_line
 
 IDENTITY_FILE = "run.json"
 FAILURE_FILE = "failure.json"  # why a run stopped before it finished (train.py); the tools name the reason
@@ -216,12 +217,31 @@ def _read_identity(path: Path) -> dict | None:
 
 
 def recorded(path: Path) -> dict:
-    """What ``path``'s run.json holds, for a reader ({} when there is none or it cannot be read)."""
+    """What ``path``'s run.json holds, for a reader: {} when there is none; a one-line UserError when it is
+    damaged (not a regular file, not a JSON object, a format that is no whole number). Only a regular file is
+    opened: a FIFO would block the reader forever."""
+    file = Path(path) / IDENTITY_FILE
     try:
-        stored = json.loads((Path(path) / IDENTITY_FILE).read_text())
-    except (OSError, ValueError):
+        mode = os.stat(file).st_mode
+    except FileNotFoundError:
         return {}
-    return stored if isinstance(stored, dict) else {}
+    except OSError as err:
+        raise UserError(f"{file} is damaged: {err.strerror or err}") from None
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{file} is damaged: it is not a regular file; {_RETRAIN}")
+    try:
+        stored = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise UserError(f"{file} is damaged: it is not valid JSON ({message_line(err)}); {_RETRAIN}") from None
+    if not isinstance(stored, dict):
+        raise UserError(f"{file} is damaged: it holds a JSON {type(stored).__name__}, not a run record; {_RETRAIN}")
+    found = stored.get("format")
+    if found is not None and (isinstance(found, bool) or not isinstance(found, int)):
+        raise UserError(f"{file} is damaged: its format is {found!r}, not a whole number; {_RETRAIN}")
+    return stored
+
+
+_RETRAIN = "restore it, or train the run again in a new hydra.run.dir"
 
 
 def other_format(path: Path, found) -> str:
@@ -297,7 +317,18 @@ def check_run_dir(path, needs_attention: bool = False) -> Path:
     UserError unless it is one. ``needs_attention``: also unless its model has attention layers, read from
     its config, so the tools that inspect attention answer before TensorFlow loads."""
     path = Path(path)
-    path = latest_target(path) or path
+    target = latest_target(path)
+    if target is not None and not target.is_dir():
+        raise UserError(
+            f"{path} names run {target.name}, which is not a directory in {path.parent} (moved or deleted); "
+            "name a run directory"
+        )
+    if target is None and path.name == LATEST and (path.is_file() or path.is_symlink()) and not path.is_dir():
+        raise UserError(
+            f"{path} names no run: it is not the file scripts/train.py writes there (a run's name and a mark); "
+            "name a run directory"
+        )
+    path = target or path
     if not path.is_dir():
         raise UserError(
             f"run dir {path} does not exist or is not a directory "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import QUIET, ROOT, TINY, compose_cfg, train_tiny
+from conftest import QUIET, ROOT, TINY, compose_cfg, run_script, train_tiny
 from mha_project.errors import UserError
 from mha_project.run_dir import differences, open_run_dir
 from mha_project.training.history import trim_history
@@ -330,6 +330,59 @@ def test_a_run_of_another_format_is_refused_in_one_line_by_training_and_by_the_t
             check_run_dir(tmp_path)
     open_run_dir(tmp_path, cfg(), overwrite=True).close()  # overwrite=true replaces it, as the line says
     assert json.loads((tmp_path / "run.json").read_text())["format"] == RUN_FORMAT
+
+
+def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(tmp_path):
+    from mha_project.run_dir import RUN_FORMAT, check_run_dir
+
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    for name in ("metrics.json", "model.keras", "vocab.txt"):
+        (tmp_path / name).write_text("{}")
+    whole = json.dumps({"format": RUN_FORMAT, "stage": "finished"})
+    run_json = tmp_path / "run.json"
+    for content, needle in (
+        (whole[: len(whole) // 2], "is damaged: it is not valid JSON"),
+        ("[1, 2]", "is damaged: it holds a JSON list, not a run record"),
+        (json.dumps({"format": str(RUN_FORMAT)}), f"is damaged: its format is '{RUN_FORMAT}', not a whole number"),
+    ):
+        run_json.write_text(content)
+        with pytest.raises(UserError, match=needle) as err:
+            check_run_dir(tmp_path)
+        assert "another version" not in str(err.value) and "\n" not in str(err.value)
+    run_json.unlink()
+    run_json.mkdir()
+    with pytest.raises(UserError, match="run.json is damaged: it is not a regular file"):
+        check_run_dir(tmp_path)
+    run_json.rmdir()
+    os.mkfifo(run_json)  # opening a FIFO for reading would wait for a writer forever
+    with pytest.raises(UserError, match="run.json is damaged: it is not a regular file"):
+        check_run_dir(tmp_path)
+
+
+def test_a_latest_file_naming_no_run_says_so_and_what_it_names(tmp_path):
+    from mha_project.run_dir import check_run_dir
+    from mha_project.training.train import point_latest_at
+
+    runs = tmp_path / "outputs" / "runs"
+    (runs / "2026-12-01_10-00-00").mkdir(parents=True)
+    point_latest_at(runs / "2026-12-01_10-00-00")
+    shutil.rmtree(runs / "2026-12-01_10-00-00")
+    with pytest.raises(UserError, match="latest names run 2026-12-01_10-00-00, which is not a directory in"):
+        check_run_dir(runs / "latest")
+    (runs / "latest").write_text("something else\n")
+    with pytest.raises(UserError, match="latest names no run: it is not the file scripts/train.py writes"):
+        check_run_dir(runs / "latest")
+
+
+def test_a_recorded_reason_reaches_the_terminal_without_its_control_characters(tmp_path):
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    (run_dir / "failure.json").write_text(json.dumps({"reason": "disk \x1b[2J\x1b]0;owned\x07 full"}))
+    result = run_script("evaluate.py", str(run_dir))
+    assert result.returncode == 2 and "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "disk ?[2J?]0;owned? full" in result.stderr
 
 
 def test_the_identity_holds_the_backend(monkeypatch):
