@@ -192,6 +192,24 @@ def test_render_draws_any_keras_models_attention_and_shows_itself_in_a_notebook(
         render(tokens, [scores * 3])
 
 
+@pytest.mark.parametrize(
+    "tokens, attention, shown",
+    [
+        ([], [np.zeros((2, 0, 0))], "for 0 tokens, with at least one token and one head; got shapes [(2, 0, 0)]"),
+        (["a", "b"], [np.zeros((0, 2, 2))], "got shapes [(0, 2, 2)]"),
+        (["a"], {"layer_0": np.ones((1, 1, 1))}, "; got dict"),
+        ("hello", [np.full((1, 5, 5), 0.2)], "got one string (a token per character)"),
+        (["a", "b"], [[["x", "y"], ["z", "w"]]], "got values that are not numbers"),
+    ],
+)
+def test_render_refuses_what_is_no_attention_in_one_line(tokens, attention, shown):
+    from mha_project.attention.head_view import render
+
+    with pytest.raises(ValueError) as err:
+        render(tokens, attention)
+    assert shown in str(err.value) and "\n" not in str(err.value)
+
+
 def test_the_lines_figure_labels_every_token_and_a_stronger_weight_draws_a_more_opaque_line(tmp_path):
     from mha_project.attention.head_view import MIN_WEIGHT
     from mha_project.attention.plots import attention_lines, save_figure_as

@@ -176,6 +176,13 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
         for epoch in range(30):
             for k in range(2):
                 write_head_view_summary(k, "stale coffee again", tokens, [weights], f"epoch {epoch}", "heads=2", epoch)
+    # A summary under the plugin's name whose content is not the project's JSON: left out, never a 500.
+    from mha_project.attention.head_view_summary import _metadata
+
+    foreign = _metadata({})
+    foreign.plugin_data.content = b"not json"
+    with tf.summary.create_file_writer(str(tmp_path / "foreign")).as_default():
+        tf.summary.write("head_view/probe_0/weights/0", tf.zeros((1, 1, 2, 2), "uint8"), step=0, metadata=foreign)
     multiplexer = plugin_event_multiplexer.EventMultiplexer()
     multiplexer.AddRunsFromDirectory(str(tmp_path))
     multiplexer.Reload()
@@ -196,3 +203,6 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
     runs = json.loads(Client(plugin.get_plugin_apps()["/runs"]).get("/").get_data())
     assert runs == [{"run": "run", "label": "heads=2", "probes": 2, "steps": list(range(30))}]
     assert json.loads(client.get("/?run=run&step=30").get_data()) == []  # a step never logged: nothing
+    huge = client.get("/?run=run&step=" + "9" * 5000)
+    assert huge.status_code == 400 and b"is invalid: must be a logged step" in huge.get_data()
+    assert json.loads(client.get("/?run=foreign&step=0").get_data()) == []

@@ -32,6 +32,7 @@ import numpy as np
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.scores import scores_for_texts
 from mha_project.data.pipeline import encode, pad_batch
+from mha_project.errors import message_line
 
 MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the all-queries view
 
@@ -149,17 +150,27 @@ def render(tokens, attention, path=None, title: str = "attention head view", cap
         _, scores = layer(x, x, return_attention_scores=True)      # (batch, heads, n, n)
         render(tokens, [keras.ops.convert_to_numpy(scores)[0]]).save("view.html")
     """
+    if isinstance(tokens, (str, bytes)):
+        raise ValueError("tokens must be a list of strings, one per token; got one string (a token per character)")
     tokens = [str(t) for t in tokens]
-    layers = [
-        np.asarray(a, "float64") for a in (attention if isinstance(attention, (list, tuple)) else list(attention))
-    ]
     n = len(tokens)
+    expected = (
+        f"attention must be a list of (heads, {n}, {n}) arrays (one per layer) or one (layers, heads, {n}, {n}) "
+        f"array for {n} tokens, with at least one token and one head"
+    )
+    if not isinstance(attention, (list, tuple, np.ndarray)) and not hasattr(attention, "shape"):
+        raise ValueError(f"{expected}; got {type(attention).__name__}")
+    try:
+        layers = [np.asarray(a, "float64") for a in attention]
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{expected}; got values that are not numbers ({message_line(err)})") from None
     shapes = [a.shape for a in layers]
-    if not layers or any(len(shape) != 3 or shape[1:] != (n, n) or shape[0] != shapes[0][0] for shape in shapes):
-        raise ValueError(
-            f"attention must be a list of (heads, {n}, {n}) arrays (one per layer) or one (layers, heads, {n}, {n}) "
-            f"array for {n} tokens; got shapes {shapes or 'none'}"
-        )
+    if (
+        not n
+        or not layers
+        or any(len(shape) != 3 or shape[1:] != (n, n) or shape[0] != shapes[0][0] or not shape[0] for shape in shapes)
+    ):
+        raise ValueError(f"{expected}; got shapes {shapes or 'none'}")
     if any(not np.isfinite(a).all() or a.min() < 0 or a.max() > 1 + 1e-6 for a in layers):
         raise ValueError("attention weights must be finite numbers in [0, 1] (softmax outputs)")
     view = HeadView(head_view_html([{"tokens": tokens, "scores": layers, "caption": caption}], title))

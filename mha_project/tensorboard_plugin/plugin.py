@@ -60,7 +60,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
             if not by_step:
                 continue
             first = next(iter(by_step[min(by_step)].values()))
-            described = json.loads(tags[first].plugin_content or b"{}")
+            described = _described(tags[first])
+            if described is None:  # a summary under this plugin's name that the project did not write
+                continue
             probes = len({k for probes in by_step.values() for k in probes})
             runs.append({"run": run, "label": described.get("label", ""), "probes": probes, "steps": sorted(by_step)})
         return http_util.Respond(request, runs, "application/json")
@@ -68,9 +70,10 @@ class AttentionPlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def _serve_data(self, request):
         run, step = request.args.get("run", ""), request.args.get("step", "0")
-        if not step.isascii() or not step.isdigit():
+        if not _whole(step):
+            shown = repr(step) if len(step) <= 40 else repr(step[:40]) + "..."
             return http_util.Respond(
-                request, f"step={step!r} is invalid: must be a logged step, a whole number >= 0", "text/plain", code=400
+                request, f"step={shown} is invalid: must be a logged step, a whole number >= 0", "text/plain", code=400
             )
         step = int(step)
         ctx, experiment, listing = self._tensors(request)
@@ -88,7 +91,9 @@ class AttentionPlugin(base_plugin.TBPlugin):
         for k, tag in sorted(weight_tags.items()):
             if not read.get(tag):
                 continue
-            described = json.loads(tags[tag].plugin_content or b"{}")
+            described = _described(tags[tag])
+            if described is None:
+                continue
             weights = read[tag][-1].numpy  # (layers, heads, n, n) uint8
             caption = read.get(f"head_view/probe_{k}/{CAPTION}/{step}")
             caption = caption[-1].numpy.item().decode("utf-8") if caption else ""
@@ -119,4 +124,16 @@ def _weight_tags(tags) -> dict[int, dict[int, str]]:
 
 
 def _whole(text: str) -> bool:
-    return text.isascii() and text.isdigit()
+    """A step or probe number: ASCII digits, at most 18 of them (a 64-bit step; Python refuses to read
+    integers of over 4,300 digits)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
+def _described(tag_metadata) -> dict | None:
+    """What the head view's summary says of its probe (text, tokens, label); None when it is not the
+    project's JSON."""
+    try:
+        found = json.loads(tag_metadata.plugin_content or b"{}")
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
