@@ -1,13 +1,17 @@
 """mha-project: a small Transformer encoder classifier built on keras.layers.MultiHeadAttention.
 
-Importing this package is cheap (no TensorFlow, no Keras) and changes nothing outside it, so a bad command
-line is answered in about a second. To load a saved model with Keras directly, register the project's
-Keras classes first (Keras finds custom classes only by their registered names):
+Importing this package is cheap (no TensorFlow, no Keras), so a bad command line is answered in about a
+second. Keras finds custom classes only by their registered names; the project registers its classes as soon
+as Keras is imported (before or after this package), so a saved model loads the Keras way:
 
     import keras, mha_project
-    mha_project.register_keras_objects()
     model = keras.saving.load_model("outputs/runs/<time>/model.keras", safe_mode=True)
 """
+
+import importlib.abc
+import importlib.util
+import sys
+import warnings
 
 __version__ = "0.1.0"
 
@@ -15,3 +19,44 @@ __version__ = "0.1.0"
 def register_keras_objects() -> None:
     """Import every module that registers a Keras serializable, so ``load_model`` finds them by name."""
     import mha_project.training.saving  # noqa: F401  (it imports each of them)
+
+
+class _RegisterWhenKerasLoads(importlib.abc.MetaPathFinder):
+    """Register the project's classes right after ``import keras`` runs. Python has no post-import hook but
+    the import system's own finders; importing Keras here instead would load TensorFlow for every command."""
+
+    busy = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "keras" or self.busy:
+            return None
+        self.busy = True  # the real finders answer the question below, not this one again
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run_keras = spec.loader.exec_module
+
+        def exec_module(module):
+            run_keras(module)
+            if self in sys.meta_path:  # Keras has loaded: once is enough
+                sys.meta_path.remove(self)
+            _register_quietly()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _register_quietly() -> None:
+    try:
+        register_keras_objects()
+    except Exception as err:  # noqa: BLE001 - Keras itself imported fine: say why loading would fail, later
+        warnings.warn(f"mha_project could not register its Keras classes: {err}", stacklevel=2)
+
+
+if "keras" in sys.modules:
+    _register_quietly()
+else:
+    sys.meta_path.insert(0, _RegisterWhenKerasLoads())

@@ -154,18 +154,23 @@ def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
 
 @pytest.mark.subprocess
 def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
-    # mha_project.register_keras_objects() is all Keras needs to load the model (README "What a run leaves
-    # behind"): a fresh interpreter, where nothing else has imported the project's layers.
+    # Importing the package is all Keras needs to load the model, in either order (README "What a run leaves
+    # behind"), and the import alone loads no TensorFlow: a fresh interpreter is the behaviour under test.
     probe = (
-        "import keras, mha_project\n"
-        "mha_project.register_keras_objects()\n"
+        "import sys, mha_project\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+        "import keras\n"
         f"model = keras.saving.load_model({str(tiny_run / 'model.keras')!r}, safe_mode=True)\n"
         "mha = model.backbone.get_layer('encoder_0').attention\n"
         "print(mha.num_heads, mha.key_dim, mha.value_dim, model.backbone.get_layer('embedding').embed_dim)\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["2", "8", "8", "16"]  # heads=2 key_dim=8 embed_dim=16 in debug=tiny
+    keras_first = probe.replace("import sys, mha_project\n", "import sys, keras, mha_project\n").replace(
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n", ""
+    )
+    for code in (probe, keras_first):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.split() == ["2", "8", "8", "16"]  # heads=2 key_dim=8 embed_dim=16 in debug=tiny
 
 
 def test_start_is_quiet_and_the_model_summary_is_kept(tiny_run: Path):
