@@ -2,9 +2,9 @@
 
     python scripts/inspect_attention.py outputs/runs/<time> "the coffee was fresh and lovely"
     python scripts/inspect_attention.py outputs/runs/<time> "..." --out attention.png
-    python scripts/inspect_attention.py outputs/runs/<time> "..." --html view.html   # interactive head view
-    python scripts/inspect_attention.py outputs/runs/<time> "..." --view lines --heads 0:1 --out fig.svg  # a figure
-    python scripts/inspect_attention.py RUN_A "..." --html both.html --compare RUN_B    # two runs side by side
+    python scripts/inspect_attention.py outputs/runs/<time> "..." --html outputs/view.html   # interactive head view
+    python scripts/inspect_attention.py outputs/runs/<time> "..." --view lines --heads 0:1 --out outputs/fig.svg  # a figure
+    python scripts/inspect_attention.py RUN_A "..." --html outputs/both.html --compare RUN_B    # two runs side by side
 
 Prints the predicted class, the tokens with their positions, and per layer and head its normalised
 entropy (1 = uniform) and the tokens receiving the most attention (token@position weight); writes a

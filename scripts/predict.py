@@ -1,6 +1,6 @@
 """Label a file of texts with a finished run.
 
-    python scripts/predict.py outputs/runs/<time> reviews.csv --out predictions.csv
+    python scripts/predict.py outputs/runs/<time> outputs/reviews.csv --out outputs/predictions.csv
     python scripts/predict.py outputs/runs/<time> texts.txt                 # one text a line -> CSV on stdout
     echo "great tea, would buy again" | python scripts/predict.py outputs/runs/latest -
 

@@ -24,3 +24,21 @@ def test_every_korean_quickstart_command_is_in_the_readme():
     missing = [c for c in commands if c not in readme]
     assert not missing, missing
     assert "docs/README.ko.md" in readme  # linked from the top of the README
+
+
+def test_every_python_name_the_readme_imports_exists_and_its_examples_write_under_outputs():
+    import importlib
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    imports = re.findall(r"from (mha_project[\w.]*) import (\w+)", readme)
+    assert len(imports) >= 3
+    for module, name in imports:
+        assert hasattr(importlib.import_module(module), name), (module, name)
+    # A name reached through the package alone (`mha_project.x.y`) would need the subpackage imported first.
+    assert not re.findall(r"`mha_project\.\w+\.\w+\.\w+\(", readme)
+    # What the README's commands write lands under outputs/ (ignored by git), never in the checkout.
+    for command in bash_commands(readme):
+        for flag in ("--out", "--html"):
+            if f"{flag} " in command:
+                assert command.split(f"{flag} ")[1].startswith("outputs/"), command
+        assert ".to_csv('" not in command or ".to_csv(f'outputs/" in command, command
