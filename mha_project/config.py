@@ -164,6 +164,7 @@ class LoggerConfig:
     tensorboard: bool = MISSING
     attention: AttentionLogConfig = field(default_factory=AttentionLogConfig)
     hparams: bool = MISSING
+    overfit_hint: bool = MISSING
     profile_batches: List[int] = checked(
         lambda v: len(v) == 0 or (len(v) == 2 and 1 <= v[0] <= v[1]), "[] or [start, stop] with 1 <= start <= stop"
     )

@@ -171,13 +171,75 @@ def make_pruner(name: str, warmup_steps: int, startup_trials: int, max_resource=
     raise ConfigError(f"hydra.sweeper.pruner={name} is invalid: must be one of {', '.join(PRUNERS)}")
 
 
-def make_sampler(name: str, seed):
+# TPE's own start: this many trials before its model takes over; here they are the covering design below.
+STARTUP_TRIALS = 10
+
+
+def make_sampler(name: str, seed, design_seed=None):
+    """``tpe`` (its first STARTUP_TRIALS trials a covering design seeded by ``design_seed``, then TPE seeded by
+    ``seed``) or ``random``."""
     optuna = import_optuna()
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed)
+        return _covering_tpe_class()(seed=seed, design_seed=seed if design_seed is None else design_seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     raise ConfigError(f"hydra.sweeper.sampler={name} is invalid: must be one of {', '.join(SAMPLERS)}")
+
+
+_COVERING_TPE = None
+
+
+def _covering_tpe_class():
+    """The TPE sampler with a covering start; defined on first use, as Optuna is imported only then."""
+    global _COVERING_TPE
+    if _COVERING_TPE is None:
+        optuna = import_optuna()
+
+        class CoveringTPESampler(optuna.samplers.TPESampler):
+            """TPE whose first trials form a seeded Latin-hypercube design: every choice of a categorical
+            parameter once in each round of its choices, each numeric range cut into STARTUP_TRIALS strata
+            drawn once each. TPE's own start draws every trial independently, and can draw one key_dim in
+            each of the first four trials of a sweep."""
+
+            def __init__(self, seed=None, design_seed=None):
+                super().__init__(seed=seed, n_startup_trials=STARTUP_TRIALS)
+                self.design_seed = 0 if design_seed is None else int(design_seed)
+
+            def sample_independent(self, study, trial, param_name, param_distribution):
+                if trial.number >= STARTUP_TRIALS:
+                    return super().sample_independent(study, trial, param_name, param_distribution)
+                return covering_value(self.design_seed, param_name, trial.number, param_distribution)
+
+        _COVERING_TPE = CoveringTPESampler
+    return _COVERING_TPE
+
+
+def covering_value(seed: int, name: str, number: int, distribution):
+    """Trial ``number``'s value of parameter ``name`` in the covering design (see ``CoveringTPESampler``)."""
+    import zlib
+
+    import numpy as np
+
+    optuna = import_optuna()
+    key = zlib.crc32(name.encode("utf-8"))
+    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+        choices = distribution.choices
+        order = np.random.default_rng([seed, key, number // len(choices)]).permutation(len(choices))
+        return choices[int(order[number % len(choices)])]
+    stratum = np.random.default_rng([seed, key]).permutation(STARTUP_TRIALS)[number]
+    fraction = (stratum + np.random.default_rng([seed, key, number]).random()) / STARTUP_TRIALS
+    low, high = float(distribution.low), float(distribution.high)
+    if distribution.log:
+        value = float(np.exp(np.log(low) + fraction * (np.log(high) - np.log(low))))
+    else:
+        value = low + fraction * (high - low)
+    step = distribution.step
+    if step is not None:
+        value = low + round((value - low) / step) * step
+    value = min(max(value, low), high)
+    if isinstance(distribution, optuna.distributions.IntDistribution):
+        return int(min(max(round(value), distribution.low), distribution.high))
+    return float(value)
 
 
 def open_study(storage, storage_url, study_name: str, direction: str, search_space: dict, sampler=None, pruner=None):

@@ -1,9 +1,10 @@
 """Show what a trained model attends to in one sentence.
 
     python scripts/inspect_attention.py outputs/runs/<time> "the coffee was fresh and lovely"
-    python scripts/inspect_attention.py outputs/runs/<time> "..." --out attention.png
+    python scripts/inspect_attention.py outputs/runs/<time> "..." --out outputs/attention.png
     python scripts/inspect_attention.py outputs/runs/<time> "..." --html outputs/view.html   # interactive head view
-    python scripts/inspect_attention.py outputs/runs/<time> "..." --view lines --heads 0:1 --out outputs/fig.svg  # a figure
+    python scripts/inspect_attention.py outputs/runs/<time> "..." --view lines --heads 0:1 --out outputs/fig.svg
+        # a figure of layer 0's head 1
     python scripts/inspect_attention.py RUN_A "..." --html outputs/both.html --compare RUN_B    # two runs side by side
 
 Prints the predicted class, the tokens with their positions, and per layer and head its normalised
@@ -24,7 +25,12 @@ def main() -> None:
     parser.add_argument("text", help="the text to inspect")
     parser.add_argument("--out", help="a .png, .svg or .pdf (default: RUN_DIR/inspect/attention_<text>.png)")
     parser.add_argument("--view", default="heatmap", help="heatmap (default): the weights' grid; lines: the head view")
-    parser.add_argument("--heads", default="all", help="--view lines: all (a layers x heads grid) or L:H,L:H")
+    parser.add_argument(
+        "--heads",
+        default="all",
+        metavar="all|LAYER:HEAD,...",
+        help="--view lines: all (a layers x heads grid) or layer:head pairs, e.g. 0:1,0:3 (layer 0's heads 1 and 3)",
+    )
     parser.add_argument("--html", help="also write the interactive head view (one self-contained HTML file)")
     parser.add_argument("--top", type=int, default=3, help="tokens listed per head (default 3)")
     parser.add_argument("--max-tokens", type=int, default=24, help="tokens shown per heatmap axis (default 24)")

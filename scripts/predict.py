@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 
-from mha_project.cli import fail, import_tensorflow_quietly
+from mha_project.cli import fail, import_tensorflow_quietly, plural
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 
@@ -51,8 +51,8 @@ def main() -> None:
         sys.stderr.write("\n")
     where = args.out or "standard output"
     missing = f" ({result['without_text']} without a text left unlabelled)" if result["without_text"] else ""
-    rows = f"{result['rows']} row{'' if result['rows'] == 1 else 's'}"
-    print(f"wrote {rows} to {where}{missing}, {result['rows_per_second']:,.0f} rows/s", file=sys.stderr)
+    rate = round(result["rows_per_second"])
+    print(f"wrote {plural(result['rows'], 'row')} to {where}{missing}, {plural(rate, 'row')}/s", file=sys.stderr)
 
 
 def _interrupted(signum, frame):

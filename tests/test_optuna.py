@@ -76,9 +76,55 @@ def test_the_report_reads_the_study_states_values_and_importances(finished_sweep
     assert f"## Optuna study `{STUDY}` (3 complete)" in report
     best = max(trials, key=lambda t: t.value)
     assert f"Best: trial {best.number}, {best.value:.4f}" in report
-    assert "| parameter | importance |" in report and (path / "importances.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Importances: not computed from 3 complete trial(s)" in report  # too few to rank anything
+    assert "| parameter | importance |" not in report and not (path / "importances.png").exists()
     rows = (path / "study.csv").read_text().splitlines()
     assert rows[0] == "trial,state,value,validations,dropout,heads,key_dim,run_dir" and len(rows) == 4
+
+
+def test_the_first_trials_of_a_seeded_tpe_sweep_cover_every_choice_and_every_stratum():
+    from mha_project.studies import STARTUP_TRIALS, make_sampler
+
+    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 0))
+    drawn = []
+    for _ in range(STARTUP_TRIALS):
+        trial = study.ask()
+        values = (
+            trial.suggest_categorical("heads", [1, 2, 4, 8]),
+            trial.suggest_categorical("key_dim", [16, 32, 64]),
+            trial.suggest_float("dropout", 0.0, 0.5),
+        )
+        drawn.append(values)
+        study.tell(trial, 0.5)
+    for start in range(0, 8, 4):
+        assert sorted(h for h, _, _ in drawn[start : start + 4]) == [1, 2, 4, 8]  # each head count once a round
+    for start in range(0, 9, 3):
+        assert sorted(k for _, k, _ in drawn[start : start + 3]) == [16, 32, 64]
+    strata = sorted(int(d / 0.5 * STARTUP_TRIALS) for _, _, d in drawn)
+    assert strata == list(range(STARTUP_TRIALS))  # one dropout in each tenth of the range
+    again = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 0))
+    trial = again.ask()
+    assert trial.suggest_categorical("heads", [1, 2, 4, 8]) == drawn[0][0]  # seeded: the same design
+
+
+def test_importances_come_from_enough_trials_and_name_a_parameter_that_never_varied(tmp_path):
+    from mha_project.analysis.report import study_report
+    from mha_project.studies import write_study_pointer
+
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    study = optuna.create_study(storage=storage, study_name=STUDY, direction="maximize")
+    dists = {
+        "heads": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
+        "key_dim": optuna.distributions.CategoricalDistribution([16, 64]),
+        "dropout": optuna.distributions.FloatDistribution(0.0, 0.5),
+    }
+    for k in range(12):
+        params = {"heads": [1, 2, 4, 8][k % 4], "key_dim": 64, "dropout": 0.3005575058716044 + k / 100}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=0.7 + 0.01 * (k % 4)))
+    write_study_pointer(tmp_path, storage, STUDY)
+    report = study_report(tmp_path)
+    assert report["importances"] and "key_dim never varied among the complete trials" in report["markdown"]
+    assert "0.3006" in report["markdown"] and "0.3005575058716044" not in report["markdown"]  # values rounded
 
 
 @pytest.mark.slow
@@ -236,8 +282,11 @@ def test_bad_storages_and_search_spaces_are_one_line_and_leave_a_users_file_as_i
 @pytest.mark.slow
 def test_a_single_value_in_the_search_space_is_what_every_trial_trains(tmp_path):
     path = tmp_path / "s"
-    result = optuna_sweep(path, "hydra.sweeper.n_trials=2", "hydra.sweeper.params.heads=4")
+    result = optuna_sweep(
+        path, "hydra.sweeper.n_trials=2", "hydra.sweeper.params.heads=4", "hydra.sweeper.pruner_startup_trials=2"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "hydra.sweeper.pruner=median cannot prune in this sweep" in result.stdout + result.stderr
     jobs = sorted(path.glob("*/metrics.json"))
     assert len(jobs) == 2 and all(json.loads(job.read_text())["hparams"]["heads"] == 4 for job in jobs)
     assert all("heads" not in t.params for t in trials_of(f"sqlite:///{path}/optuna.db"))

@@ -130,6 +130,15 @@ def test_report_plot_keeps_coinciding_lines_visible_and_shows_the_majority_class
         assert ("over seeds" in ax.get_title()) == (seeds > 1)
 
 
+def test_the_report_band_names_every_swept_value_it_pools(tmp_path):
+    from mha_project.analysis.report import collect_jobs, sweep_figure
+
+    for num, (heads, dropout) in enumerate([(1, 0.1), (1, 0.3005575058716044), (2, 0.1), (2, 0.3)]):
+        fake_job(tmp_path, num, [f"heads={heads}", "key_dim=8", f"dropout={dropout}", "seed=0"], 0.7, 0.7)
+    titles = [ax.get_title() for ax in sweep_figure(collect_jobs(tmp_path)).axes]
+    assert all("band = min..max over dropout" in title for title in titles), titles
+
+
 def test_report_without_repeated_seeds_has_no_summary(tmp_path):
     from mha_project.analysis.report import write_report
 

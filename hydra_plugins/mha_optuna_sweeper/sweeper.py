@@ -20,6 +20,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf
 
+from mha_project.cli import shown
 from mha_project.errors import ConfigError
 from mha_project.studies import (
     HEARTBEAT_SECONDS,
@@ -56,6 +57,12 @@ class OptunaSweeper(Sweeper):
             raise ConfigError(f"hydra.sweeper.n_trials={s['n_trials']} is invalid: must be an integer >= 1")
         space, fixed = search_space({**s["params"]}, arguments)
         sampler = make_sampler(s["sampler"], s["seed"])
+        if s["pruner"] == "median" and s["n_trials"] <= s["pruner_startup_trials"]:
+            log.warning(
+                f"hydra.sweeper.pruner=median cannot prune in this sweep: it compares a trial with the median of "
+                f"{s['pruner_startup_trials']} finished trials (hydra.sweeper.pruner_startup_trials) and the sweep "
+                f"has {s['n_trials']} (hydra.sweeper.n_trials)"
+            )
         pruner = make_pruner(s["pruner"], s["pruner_warmup_steps"], s["pruner_startup_trials"])
         storage = make_storage(s["storage"])
         space_record = {k: optuna.distributions.distribution_to_json(d) for k, d in sorted(space.items())}
@@ -82,7 +89,7 @@ class OptunaSweeper(Sweeper):
                 if not trials and self.job_idx == 0 and s["seed"] is not None:
                     # This worker's sampler seed: the seed plus its first trial's number, unique in the study,
                     # so workers started together do not propose the same points (one worker alone: the seed).
-                    study.sampler = make_sampler(s["sampler"], s["seed"] + trial.number)
+                    study.sampler = make_sampler(s["sampler"], s["seed"] + trial.number, design_seed=s["seed"])
                 for name, distribution in space.items():
                     _suggest(trial, name, distribution)
                 trials.append(trial)
@@ -119,7 +126,7 @@ class OptunaSweeper(Sweeper):
             log.warning(f"trial {trial.number}: failed")
             return False
         study.tell(trial, value)
-        log.info(f"trial {trial.number}: {value:.4f} with {' '.join(_overrides(trial.params))}")
+        log.info(f"trial {trial.number}: {value:.4f} with {_shown(trial.params)}")
         return True
 
     def _summarise(self, study, sweep_dir: Path) -> None:
@@ -130,7 +137,7 @@ class OptunaSweeper(Sweeper):
         best = study.best_trial
         results = {"name": "optuna", "best_trial": best.number, "best_value": best.value, "best_params": best.params}
         OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
-        log.info(f"best trial {best.number}: {best.value:.4f} with {' '.join(_overrides(best.params))}")
+        log.info(f"best trial {best.number}: {best.value:.4f} with {_shown(best.params)}")
 
 
 def _suggest(trial, name: str, distribution) -> None:
@@ -142,6 +149,11 @@ def _suggest(trial, name: str, distribution) -> None:
         trial.suggest_int(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
     else:
         trial.suggest_float(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
+
+
+def _shown(params: dict) -> str:
+    """The trial's values as the log shows them (floats to 4 significant digits; the job trains the exact ones)."""
+    return " ".join(f"{key}={shown(value)}" for key, value in params.items())
 
 
 def _overrides(params: dict) -> list[str]:

@@ -14,9 +14,13 @@ import yaml
 
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.plots import plt, save_figure
+from mha_project.cli import shown
 from mha_project.errors import UserError
 from mha_project.studies import import_optuna, make_storage, read_study_pointer
 
+# Fewer complete trials than this: the report gives no parameter importances (fANOVA on a handful of trials
+# ranks noise).
+MIN_TRIALS_FOR_IMPORTANCES = 10
 METRIC_COLUMNS = ("best_val_accuracy", "test_accuracy", "params", "train_seconds", "epochs_run")
 # Always predicting the training set's majority class: the line a sweep that learned nothing sits on.
 MAJORITY = {"best_val_accuracy": "majority_val_accuracy", "test_accuracy": "majority_test_accuracy"}
@@ -102,7 +106,7 @@ def to_table(jobs: list[dict]) -> tuple[list[str], list[list[str]]]:
         rows.append(
             [
                 job["job"],
-                *[str(job["overrides"].get(k, "")) for k in keys],
+                *[_override_shown(job["overrides"].get(k, "")) for k in keys],
                 *[_fmt(job.get(c)) for c in METRIC_COLUMNS],
                 job["status"],
                 job["reason"],
@@ -200,6 +204,7 @@ def sweep_figure(
             x = _number(job["overrides"].get(x_key))
             groups.setdefault(line, {}).setdefault(x, []).append(job[metric])
         several = any(len(v) > 1 for g in groups.values() for v in g.values())
+        pooled = _pooled_keys(finished, (x_key, line_key))
         for k, line in enumerate(sorted(groups, key=_number)):
             xs = sorted(groups[line])
             values = [groups[line][x] for x in xs]
@@ -216,12 +221,19 @@ def sweep_figure(
         ax.margins(y=0.25)  # flat lines sit inside the panel, not on its edges
         ax.set_xlabel(x_key)
         ax.set_ylabel(metric.replace("_", " "))
-        band = "; band = min..max over seeds" if several else ""
+        over = " and ".join("seeds" if k == "seed" else k for k in pooled) or "repeats"
+        band = f"; band = min..max over {over}" if several else ""
         ax.set_title(f"{metric.replace('_', ' ')} (mean{band})" if several else metric.replace("_", " "), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _pooled_keys(jobs: list[dict], plotted: tuple[str, ...]) -> list[str]:
+    """The swept keys a point of the figure pools over (every swept key but the plotted ones), ``seed`` first."""
+    keys = [k for k in swept_keys(jobs) if k not in plotted]
+    return sorted(keys, key=lambda k: (k != "seed", k))
 
 
 def write_report(sweep_dir) -> dict:
@@ -269,7 +281,7 @@ def study_report(sweep_dir: Path) -> dict | None:
             t.state.name.lower(),
             _fmt(t.value),
             str(len(t.intermediate_values)),
-            *[_fmt(t.params.get(name)) for name in names],
+            *[shown(t.params[name]) if name in t.params else "" for name in names],
             str(Path(t.user_attrs.get("sweep_dir", "")) / f"trial_{t.number}"),
         ]
         for t in trials
@@ -284,13 +296,24 @@ def study_report(sweep_dir: Path) -> dict | None:
         best = study.best_trial
         text += (
             f"Best: trial {best.number}, {_fmt(best.value)} with "
-            + " ".join(f"{k}={_fmt(v)}" for k, v in best.params.items())
+            + " ".join(f"{k}={shown(v)}" for k, v in best.params.items())
             + "\n\n"
         )
-        try:
-            importances = optuna.importance.get_param_importances(study)
-        except (RuntimeError, ValueError) as err:  # too few finished trials, or parameters that never varied
-            text += f"Importances: not computed ({err}).\n\n"
+        constant = sorted(n for n in names if len({repr(t.params.get(n)) for t in complete}) == 1)
+        if len(complete) < MIN_TRIALS_FOR_IMPORTANCES:
+            text += (
+                f"Importances: not computed from {len(complete)} complete trial(s); fANOVA needs many trials that "
+                f"vary each parameter (at least {MIN_TRIALS_FOR_IMPORTANCES} here) before its ranking means much.\n\n"
+            )
+        else:
+            try:
+                importances = optuna.importance.get_param_importances(study)
+            except (RuntimeError, ValueError) as err:  # parameters that never varied, and the like
+                text += f"Importances: not computed ({err}).\n\n"
+            if importances and constant:
+                text += (
+                    f"Importances: {', '.join(constant)} never varied among the complete trials: 0 by construction.\n\n"
+                )
     if importances:
         text += markdown(["parameter", "importance"], [[k, f"{v:.3f}"] for k, v in importances.items()]) + "\n"
         fig, ax = plt.subplots(figsize=(5, 0.5 + 0.4 * len(importances)))
@@ -303,6 +326,15 @@ def study_report(sweep_dir: Path) -> dict | None:
     csv.writer(buffer).writerows([header, *rows])
     write_text_atomic(sweep_dir / "study.csv", buffer.getvalue())
     return {"markdown": text, "counts": counts, "importances": importances, "trials": len(trials)}
+
+
+def _override_shown(value: str) -> str:
+    """A swept value as tables show it: a float to 4 significant digits (``0.3005575058716044``: 0.3006)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return str(value) if number.is_integer() or "." not in str(value) else shown(number)
 
 
 def _read_overrides(path: Path) -> dict:

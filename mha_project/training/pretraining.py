@@ -9,6 +9,7 @@ import keras
 import numpy as np
 from omegaconf import OmegaConf
 
+from mha_project.cli import plural
 from mha_project.data.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.vocabulary import read_vocabulary
@@ -52,8 +53,8 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
     dataset = masked_lm_dataset(batches, rate=float(pcfg.mask_rate), mask_id=mask_id, seed=int(cfg.seed))
     steps_per_epoch = int(dataset.cardinality())
     log.info(
-        f"pretraining: {pcfg.objective} on {len(texts)} training texts · {pcfg.epochs} epoch(s) of {steps_per_epoch} "
-        f"batches · mask rate {pcfg.mask_rate} · tied embeddings {pcfg.tie_embeddings}"
+        f"pretraining: {pcfg.objective} on {len(texts)} training texts · {plural(pcfg.epochs, 'epoch')} of "
+        f"{steps_per_epoch} batches · mask rate {pcfg.mask_rate} · tied embeddings {pcfg.tie_embeddings}"
     )
     model = build_pretrainer(cfg.model, pcfg, vectorizer.vocabulary_size())
     _compile_pretrainer(model, pcfg, steps_per_epoch)

@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic, write_text_atomic
 from mha_project.checks import processes, validate_config
-from mha_project.cli import fail
+from mha_project.cli import fail, plural
 from mha_project.errors import ConfigError, RunDirRefused, UserError
 from mha_project.run_dir import FAILURE_FILE, LATEST, has_attention, latest_target, latest_text, open_run_dir
 from mha_project.training import stages
@@ -156,7 +156,7 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
     record.finish_stage("finished")
     point_latest_at(run_dir)
     log.info(next_steps(run_dir, head_view=(run_dir / "attention.html").exists(), attention=has_attention(cfg)))
-    _log_result(run_dir, metrics)
+    _log_result(run_dir, metrics, overfit_hint=cfg.logger.overfit_hint)
     return metrics
 
 
@@ -195,17 +195,17 @@ def _already_finished(run_dir: Path) -> dict:
     return metrics
 
 
-def _log_result(run_dir: Path, metrics: dict, finished_before: bool = False) -> None:
+def _log_result(run_dir: Path, metrics: dict, finished_before: bool = False, overfit_hint: bool = True) -> None:
     log.info(f"run dir: {run_dir}" + (" (already finished; nothing was changed)" if finished_before else ""))
     seconds = "" if finished_before else f", {metrics['train_seconds']:.1f}s"
     log.info(
         f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
-        f"{metrics['epochs_run']} epochs{seconds})"
+        f"{plural(metrics['epochs_run'], 'epoch')}{seconds})"
     )
-    log.info(tested_weights_line(metrics))
+    log.info(tested_weights_line(metrics, overfit_hint))
 
 
-def tested_weights_line(metrics: dict) -> str:
+def tested_weights_line(metrics: dict, overfit_hint: bool = True) -> str:
     """Which epoch's weights the test used, and why training stopped where it did."""
     line = f"tested epoch {metrics['best_epoch']}'s weights (the best val accuracy)"
     hp = metrics["hparams"]
@@ -215,9 +215,9 @@ def tested_weights_line(metrics: dict) -> str:
             "had not improved for trainer.early_stopping_patience epochs"
         )
     else:
-        line += f"; trained all {hp['epochs']} epochs"
+        line += f"; trained all {plural(hp['epochs'], 'epoch')}" if hp["epochs"] > 1 else "; trained its one epoch"
     train_acc = metrics["last_train_accuracy"]
-    if train_acc is not None and train_acc - metrics["best_val_accuracy"] > 0.1:
+    if overfit_hint and train_acc is not None and train_acc - metrics["best_val_accuracy"] > 0.1:
         line += f"; training accuracy {train_acc:.2f} ran ahead of validation: the model overfits (try more dropout)"
     return line
 
