@@ -177,3 +177,31 @@ def test_attention_logger_leaves_out_probes_without_tokens(tmp_path):
         tmp_path, vectorizer, ["", "great coffee", "?!", "bad tea"], seq_len=8, labels=[0, 1, 0, 1]
     )
     assert logger.texts == ["great coffee", "bad tea"] and logger.labels == [1, 1]
+
+
+def test_the_pictures_write_every_number_in_a_colour_that_reads_on_its_cell():
+    from mha_project.analysis.head_importance import importance_figure
+    from mha_project.analysis.head_patterns import STAT_KEYS, patterns_figure
+
+    heads = [
+        {"layer": l, "head": h, "label": "prev", "normalized_entropy": 0.95, **{k: 0.02 * (h + 1) for k in STAT_KEYS[1:]}}
+        for l in range(2)
+        for h in range(4)
+    ]
+    fig = patterns_figure(heads, "near-uniform heads")
+    width, height = fig.get_size_inches()
+    assert width / height < 3  # panels in rows, not one long strip
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == len(STAT_KEYS) and len(fig.axes) - len(STAT_KEYS) >= len(STAT_KEYS)  # a colour bar each
+    drop = np.array([[0.01, 0.2, -0.01, 0.05], [0.0, 0.12, 0.3, 0.02]])
+    only = np.array([[0.6, 0.8, 0.55, 0.7], [0.5, 0.9, 0.65, 0.6]])
+    fig = importance_figure({"drop_without_head": drop, "only_head": only}, "importance")
+    for ax, values in zip([ax for ax in fig.axes if ax.get_title()], (drop, only)):
+        image = ax.get_images()[0]
+        for text in ax.texts:
+            x, y = (int(round(v)) for v in text.get_position())
+            red, green, blue, _ = image.cmap(image.norm(values[y, x]))
+            dark = 0.299 * red + 0.587 * green + 0.114 * blue <= 0.5
+            assert (text.get_color() == "white") == dark, (text.get_text(), text.get_color())
+    darkest = next(t for t in fig.axes[0].texts if t.get_text() == "+0.300")
+    assert darkest.get_color() == "white"  # the largest drop, on the darkest red

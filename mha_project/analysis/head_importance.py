@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from mha_project.analysis.runs import load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
-from mha_project.attention.plots import figure_to_png, plt
+from mha_project.attention.plots import figure_to_png, label_color, plt
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
@@ -75,6 +75,7 @@ def importance_figure(result: dict, title: str):
                         ha="center",
                         va="center",
                         fontsize=7,
+                        color=label_color(im, values[l, h]),  # white on the darkest cells: the largest drops
                     )
         ax.set_xticks(range(heads), [f"head {h}" for h in range(heads)], fontsize=7)
         ax.set_yticks(range(layers), [f"layer {l}" for l in range(layers)], fontsize=7)

@@ -44,7 +44,7 @@ import tensorflow as tf
 
 from mha_project.analysis.runs import load_masked_lm, load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
-from mha_project.attention.plots import figure_to_png, plt
+from mha_project.attention.plots import figure_to_png, label_color, plt
 from mha_project.attention.scores import attention_scores, has_cls_token, normalized_entropy_rows
 from mha_project.data.pipeline import encode, pad_batch
 from mha_project.data.sources import load_dataset
@@ -229,22 +229,28 @@ def format_table(heads: list[dict]) -> str:
     return "\n".join(lines)
 
 
+PATTERN_COLUMNS = 3  # panels per row: six statistics in two rows, not one strip
+
+
 def patterns_figure(heads: list[dict], title: str):
-    """One small heatmap (layers x heads) per statistic, values written in; labels on the first panel."""
+    """One heatmap (layers x heads) per statistic, each with its colour bar (0..1), values written in."""
     layers = max(r["layer"] for r in heads) + 1
     n_heads = max(r["head"] for r in heads) + 1
+    rows = -(-len(STAT_KEYS) // PATTERN_COLUMNS)
+    width = 1.4 + 0.55 * max(n_heads, 4)
     fig, axes = plt.subplots(
-        1,
-        len(STAT_KEYS),
-        figsize=(2.2 + 1.9 * len(STAT_KEYS) * max(1, n_heads / 4), 1.8 + 0.55 * layers),
-        squeeze=False,
+        rows, PATTERN_COLUMNS, figsize=(width * PATTERN_COLUMNS, rows * (1.3 + 0.5 * layers)), squeeze=False
     )
-    for ax, key in zip(axes[0], STAT_KEYS):
+    for ax in axes.flat[len(STAT_KEYS) :]:
+        ax.axis("off")
+    for ax, key in zip(axes.flat, STAT_KEYS):
         grid = np.full((layers, n_heads), np.nan)
         for r in heads:
             if r[key] is not None:
                 grid[r["layer"], r["head"]] = r[key]
-        ax.imshow(grid, cmap="viridis_r" if key == "normalized_entropy" else "viridis", vmin=0, vmax=1, aspect="auto")
+        cmap = "viridis_r" if key == "normalized_entropy" else "viridis"
+        image = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+        fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03).ax.tick_params(labelsize=6)
         for r in heads:
             value = r[key]
             text = "-" if value is None else f"{value:.2f}"
@@ -257,8 +263,7 @@ def patterns_figure(heads: list[dict], title: str):
                 ha="center",
                 va="center",
                 fontsize=6,
-                # white on the dark end of the colour map (low mass; high entropy, whose map is reversed)
-                color="white" if value is not None and (value < 0.5) != (key == "normalized_entropy") else "black",
+                color="black" if value is None else label_color(image, value),
             )
         ax.set_xticks(range(n_heads), [f"h{h}" for h in range(n_heads)], fontsize=6)
         ax.set_yticks(range(layers), [f"layer {l}" for l in range(layers)], fontsize=6)

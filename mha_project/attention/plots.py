@@ -20,6 +20,12 @@ plt.rcParams["text.parse_math"] = False
 SCALES = ("shared", "per_head")  # attention_grid(scale=...)
 
 
+def label_color(image, value) -> str:
+    """Black or white, whichever reads on ``image``'s colour at ``value`` (by the colour's luminance)."""
+    red, green, blue, _ = image.cmap(image.norm(value))
+    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
+
+
 def attention_grid(
     scores_per_layer: list[np.ndarray],
     tokens: list[str],
