@@ -183,11 +183,9 @@ def test_the_pictures_write_every_number_in_a_colour_that_reads_on_its_cell():
     from mha_project.analysis.head_importance import importance_figure
     from mha_project.analysis.head_patterns import STAT_KEYS, patterns_figure
 
-    heads = [
-        {"layer": l, "head": h, "label": "prev", "normalized_entropy": 0.95, **{k: 0.02 * (h + 1) for k in STAT_KEYS[1:]}}
-        for l in range(2)
-        for h in range(4)
-    ]
+    masses = {k: 0.02 for k in STAT_KEYS[1:]}
+    cells = [(layer, head) for layer in range(2) for head in range(4)]
+    heads = [{"layer": l, "head": h, "label": "prev", "normalized_entropy": 0.95, **masses} for l, h in cells]
     fig = patterns_figure(heads, "near-uniform heads")
     width, height = fig.get_size_inches()
     assert width / height < 3  # panels in rows, not one long strip
