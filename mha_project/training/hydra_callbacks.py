@@ -14,7 +14,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from mha_project.checks import validate_config
-from mha_project.cli import fail
+from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import ConfigError
 
 # Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
@@ -50,7 +50,9 @@ class ValidateConfig(Callback):
             except ConfigError as err:
                 fail(str(err))
         if config.logger.tensorboard and config.logger.hparams:
-            # One HParams experiment config for the whole sweep, with the swept keys marked (hparams.py).
+            # One HParams experiment config for the whole sweep, with the swept keys marked (hparams.py); it
+            # writes with TensorFlow, whose start-up lines the entry points keep out of the output.
+            import_tensorflow_quietly()
             from mha_project.training.hparams import sweep_params_of, swept_domains, write_experiment
 
             write_experiment(Path(config.hydra.sweep.dir), config, swept_domains(sweep_params_of(config)))
