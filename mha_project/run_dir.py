@@ -55,6 +55,11 @@ LOCK_FILE = ".lock"
 # writes and reads. Another format is refused in one line (no compatibility code before 1.0): train again.
 RUN_FORMAT = 2
 
+# The one TensorBoard run (under tensorboard/) that the analysis tools (inspect, head patterns, head
+# importance) write into: each tool's tags have their own prefix, and one run per tool would crowd
+# TensorBoard's run list, which unticks every run past 40.
+ANALYSIS_TB = "analysis"
+
 # The parts of the composed config that decide what model the directory ends up holding (the pretraining
 # stage's probe texts aside), and the Keras backend that trains it.
 IDENTITY_KEYS = ("data", "model", "trainer", "pretrain", "seed", "deterministic")

@@ -9,7 +9,7 @@
 
 Prints the predicted class, the tokens with their positions, and per layer and head its normalised
 entropy (1 = uniform) and the tokens receiving the most attention (token@position weight); writes a
-PNG grid (layers x heads) and the same images into the run's TensorBoard log (tensorboard/inspect).
+PNG grid (layers x heads) and the same images into the run's TensorBoard log (tensorboard/analysis).
 """
 
 import argparse

@@ -293,3 +293,13 @@ def sweep_dir(tmp_path_factory) -> Path:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (path.parent / "stdout.txt").write_text(result.stdout)
     return path
+
+
+def event_records(log_dir: Path) -> dict:
+    """tag -> plugin name, for every summary under log_dir."""
+    tags = {}
+    for path in log_dir.rglob("events.out.tfevents.*"):
+        for event in __import__("tensorflow").compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                tags[value.tag] = value.metadata.plugin_data.plugin_name
+    return tags

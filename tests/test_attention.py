@@ -5,9 +5,8 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from conftest import run_script
+from conftest import event_records, run_script
 from mha_project.attention.scores import attention_entropy, reference_mha
 
 CASES = [
@@ -84,16 +83,6 @@ def test_scores_of_a_trained_run(tiny_run: Path):
     assert tokens[1] == cls + ["bad"] and len(tokens[2]) == real[2].sum()
 
 
-def event_records(log_dir: Path) -> dict:
-    """tag -> plugin name, for every summary under log_dir."""
-    tags = {}
-    for path in log_dir.rglob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                tags[value.tag] = value.metadata.plugin_data.plugin_name
-    return tags
-
-
 @pytest.mark.slow
 def test_tensorboard_records_attention_and_hparams(tiny_run: Path):
     tags = event_records(tiny_run / "tensorboard")
@@ -123,7 +112,15 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     entropy = float(head_line.split("(row entropy ")[1].split(")")[0])
     assert 0.0 <= entropy <= 1.0 and "@" in head_line
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "inspect/attention/layer_0" in event_records(tiny_run / "tensorboard" / "inspect")
+    assert "inspect/attention/layer_0" in event_records(tiny_run / "tensorboard" / "analysis")
+    # A run and an inspection of it are four TensorBoard runs (folders with event files), not one per tool.
+    folders = {path.parent for path in (tiny_run / "tensorboard").rglob("events.out.tfevents.*")}
+    assert sorted(f.relative_to(tiny_run).as_posix() for f in folders) == [
+        "tensorboard",
+        "tensorboard/analysis",
+        "tensorboard/train",
+        "tensorboard/validation",
+    ]
 
     # The rest in-process (the command line above prints what inspect_text returns).
     from mha_project.analysis.inspection import inspect_text

@@ -44,7 +44,7 @@ def test_two_processes_train_the_model_one_process_trains(check):
     assert verdict["left_by_other_processes"] == {"process_1": []} and verdict["ok"]
     for name in ("attention.html", "model.keras", "export/saved_model.pb", "checkpoints/best.weights.h5"):
         assert (out / "round_0" / "process_0" / name).exists(), name
-    assert list((out / "round_0" / "process_0" / "tensorboard" / "attention").glob("events.out.tfevents.*"))
+    assert list((out / "round_0" / "process_0" / "tensorboard").glob("events.out.tfevents.*"))
     log = (out / "round_0" / "process_0" / "train.log").read_text()
     assert "process 0 of 2" in log and "process 1 of 2" not in log
 

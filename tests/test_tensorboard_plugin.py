@@ -85,8 +85,8 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
         assert code == 400 and f"step={step!r} is invalid" in body, (step, code, body)
     assert malformed == (200, "[]")  # the malformed run has nothing to show; the other runs are listed above
     labels = {r["run"]: r["label"] for r in runs}
-    assert labels == {long_run: "seq_len=512 epochs=2", "sweep/0/tensorboard/attention": "heads=1",
-                      "sweep/1/tensorboard/attention": "heads=2"}  # fmt: skip
+    assert labels == {long_run: "seq_len=512 epochs=2", "sweep/0/tensorboard": "heads=1",
+                      "sweep/1/tensorboard": "heads=2"}  # fmt: skip
     assert all(r["steps"] == [0, 1] if r["run"] == long_run else r["steps"] == [0] for r in runs)
 
     # The data: the head view's own format, one byte per weight; each query's row still sums to about 1.

@@ -19,6 +19,7 @@ from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import uncompiled_copy
+from mha_project.run_dir import ANALYSIS_TB
 
 
 def set_head_mask(model, original_kernels: list[np.ndarray], keep: list[np.ndarray]) -> None:
@@ -103,7 +104,7 @@ def run_head_importance(run_dir, out=None) -> dict:
         out_dir / "head_importance.json", {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in result.items()}
     )
 
-    writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "head_importance"))
+    writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / ANALYSIS_TB))
     with writer.as_default(step=0):
         tf.summary.image("head_importance", tf.io.decode_png(png, channels=3)[None])
     writer.close()

@@ -49,7 +49,7 @@ from mha_project.attention.scores import attention_scores, has_cls_token, normal
 from mha_project.data.pipeline import encode, pad_batch
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
-from mha_project.run_dir import STAGE_DIR
+from mha_project.run_dir import ANALYSIS_TB, STAGE_DIR
 
 POSITION_THRESHOLD = 0.4
 
@@ -310,7 +310,7 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     write_json_atomic(out_dir / "head_patterns.json", result)
     write_text_atomic(out_dir / "head_patterns.md", f"# {title}\n\n```\n{format_table(heads)}\n```\n")
 
-    writer = tf.summary.create_file_writer(str(base / "tensorboard" / "head_patterns"))
+    writer = tf.summary.create_file_writer(str(base / "tensorboard" / ANALYSIS_TB))
     with writer.as_default(step=0):
         tf.summary.image("head_patterns", tf.io.decode_png(png, channels=3)[None])
         for r in heads:

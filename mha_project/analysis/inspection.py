@@ -16,6 +16,7 @@ from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode, pad_batch
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
+from mha_project.run_dir import ANALYSIS_TB
 
 VIEWS = ("heatmap", "lines")  # inspect_attention.py --view
 
@@ -72,7 +73,7 @@ def inspect_text(
     if html:
         _write_html(run, text, html)
 
-    writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / "inspect"))
+    writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / ANALYSIS_TB))
     write_attention_summaries(
         writer,
         run.model,

@@ -54,7 +54,7 @@ def tensorboard_callbacks(
     if attention.every_n_epochs > 0 and probes:
         callbacks.append(
             AttentionLogger(
-                Path(log_dir) / "attention",
+                Path(log_dir),  # the run's own TensorBoard run (its HParams session): no run of its own
                 vectorizer,
                 probes,
                 seq_len,

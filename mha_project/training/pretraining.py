@@ -126,7 +126,7 @@ def _stage_loggers(cfg, stage_dir: Path, vectorizer) -> list:
     if cfg.logger.tensorboard and pcfg.probe_texts:
         loggers.append(
             FillMaskLogger(
-                tb_dir / "fill_mask",
+                tb_dir,  # beside the stage's attention records: one TensorBoard run, not two
                 vectorizer,
                 list(pcfg.probe_texts),
                 int(cfg.data.seq_len),
