@@ -14,7 +14,8 @@ async ([selector, heads]) => {
   // The top 2,000 rows (the first 110 tokens): reading a whole 512-token canvas after every step takes seconds.
   const record = label => ({ step: label, lines: Number($("lines").dataset.drawnLines), checksum: window.canvasChecksum($("lines"), 2000), isolated: isolated() });
   const steps = [record("default")];
-  let weightsShown = null;
+  let weightsShown = null, shade = null;
+  const singleHint = $("hint").textContent;
   if (heads) {
     root.querySelector('.chip[data-head="all"]').click(); steps.push(record("all heads"));
     const chips = root.querySelectorAll("#chips .chip");
@@ -24,6 +25,7 @@ async ([selector, heads]) => {
     query.dispatchEvent(new MouseEvent("mouseleave"));
     key.dispatchEvent(new MouseEvent("mouseenter")); steps.push(record("hover first key"));
     weightsShown = [...root.querySelectorAll("#queries .token .w")].filter(w => w.textContent).length;
+    shade = [...root.querySelectorAll("#queries .token")].map(t => t.style.background).find(b => b) || null;
     key.dispatchEvent(new MouseEvent("mouseleave"));
   }
 
@@ -34,6 +36,7 @@ async ([selector, heads]) => {
   await settle();
   const frameMs = performance.now() - started;  // until the next frame: the grid laid out and painted
   const cells = [...root.querySelectorAll("#model-grid .model-cell")];
+  const modelHint = $("hint").textContent;
   const model = { cells: cells.length, ms: modelMs, frame_ms: frameMs, shown: !$("model-grid").hidden && $("view").hidden,
                   lines: cells.map(c => Number(c.querySelector("canvas").dataset.drawnLines)) };
   const last = cells[cells.length - 1];
@@ -41,7 +44,7 @@ async ([selector, heads]) => {
   model.opened = { layer: Number($("layer-select").value), head: isolated(),
                    want: [Number(last.dataset.layer), Number(last.dataset.head)],
                    view_shown: !$("view").hidden && $("model-grid").hidden };
-  return { model, steps, weights_shown_on_hover: weightsShown,
+  return { model, steps, weights_shown_on_hover: weightsShown, hover_shade: shade, hints: [singleHint, modelHint],
     tokens: Number(/(\d+) tokens$/.exec($("caption").textContent)[1]),  // the data's count, from the caption
     query_elements: root.querySelectorAll("#queries .token").length,
     key_elements: root.querySelectorAll("#keys .token").length,

@@ -93,6 +93,10 @@ def test_head_view_in_a_real_browser_for_512_tokens(tmp_path, page):
     assert 0 < steps["hover first query"]["lines"] < one["lines"]
     assert steps["hover first key"]["checksum"] != steps["hover first query"]["checksum"]
     assert result["weights_shown_on_hover"] > 0  # hovering a key shows each query's weight beside it
+    # The hovered key's queries are shaded in the colour of the one head shown (the chip clicked: head 1).
+    assert result["hover_shade"].startswith("rgba(255, 127, 14,")  # HEAD_VIEW_COLOURS[1], #ff7f0e
+    single, model = result["hints"]
+    assert "#text=1" in single and "click a cell to open" in model and "hover a token" not in model
     assert result["canvas_width"] > 0.6 * result["window_width"]  # the lines use the window's width
 
     pixels = _screenshot(page, view, tmp_path / "shot.png")

@@ -486,7 +486,7 @@ def test_kill_inside_pretraining_then_resume(tmp_path):
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = read_rows(history)
-    assert [int(r["epoch"]) for r in rows] == [0, 1, 2, 3]  # each epoch once, in order
+    assert [int(r["epoch"]) for r in rows] == [1, 2, 3, 4]  # each epoch once, in order
     elapsed = [float(r["elapsed_seconds"]) for r in rows]
     assert elapsed == sorted(elapsed)
     metrics = json.loads((run_dir / "metrics.json").read_text())

@@ -76,8 +76,13 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
                      for step in ("abc", "1e3", "0x10", "nan", "", "-1")}  # fmt: skip
         malformed = _status(f"{url}/data/plugin/{PLUGIN_NAME}/data?run=bad&step=0")
         script = urllib.request.urlopen(f"{url}/data/plugin/{PLUGIN_NAME}/index.js", timeout=10).read().decode()
+        newest = max(runs, key=lambda r: r["last"])
+        page.goto(f"{url}/data/plugin_entry.html?name={PLUGIN_NAME}")  # what the tab's frame loads
+        opened = page.wait_for_function("() => document.querySelector('#panel-left')?.dataset.shown").json_value()
+        hint = page.inner_text("#panel-left #hint")
         index = [r["run"] for r in runs].index(long_run)
-        page.goto(f"{url}/data/plugin_entry.html?name={PLUGIN_NAME}#run={index}")  # what the tab's frame loads
+        page.goto("about:blank")  # a new load: the same page with another hash would not open again
+        page.goto(f"{url}/data/plugin_entry.html?name={PLUGIN_NAME}#run={index}")
         tab = _use_the_tab(page, [r["run"] for r in runs], long_run)
 
     assert listing[PLUGIN_NAME]["enabled"] and listing[PLUGIN_NAME]["tab_name"] == "Attention"
@@ -87,7 +92,11 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
     labels = {r["run"]: r["label"] for r in runs}
     assert labels == {long_run: "seq_len=512 epochs=2", "sweep/0/tensorboard": "heads=1",
                       "sweep/1/tensorboard": "heads=2"}  # fmt: skip
-    assert all(r["steps"] == [0, 1] if r["run"] == long_run else r["steps"] == [0] for r in runs)
+    # Step 0 is the weights before training, step k the end of epoch k (two epochs; the sweep's jobs one).
+    assert all(r["steps"] == [0, 1, 2] if r["run"] == long_run else r["steps"] == [0, 1] for r in runs)
+    # The tab opens on the run that logged last, at its last epoch, and advertises no address of its own.
+    last_step = newest["steps"][-1]
+    assert opened == f"{newest['run']}@{last_step}" and "#text=" not in hint and "hover a token" in hint
 
     # The data: the head view's own format, one byte per weight; each query's row still sums to about 1.
     probe = data[0]
@@ -103,12 +112,14 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
     )
     first, last, other, left, right = (tab[k] for k in ("first epoch", "last epoch", "another run", "left", "right"))
     assert first["run"] == long_run and first["tokens"] == 512  # one element per token of the 512-token probe
-    assert (first["epoch"], last["epoch"]) == (0, 1) and first["checksum"] != last["checksum"]  # the epoch moved it
-    assert other["run"] != long_run and other["checksum"] != last["checksum"]  # another run, other weights
-    # Compare: the left keeps its run and epoch 0, the right opens on the same run's last epoch, side by side.
-    assert (left["run"], left["epoch"], right["run"], right["epoch"]) == (long_run, 0, long_run, 1)
-    assert left["checksum"] == first["checksum"] and right["lines"] == last["lines"]  # (the right side is narrower)
+    assert (first["epoch"], last["epoch"]) == (0, 2) and first["checksum"] != last["checksum"]  # the epoch moved it
+    assert other["run"] != long_run and other["epoch"] == 1 and other["checksum"] != last["checksum"]
+    # Compare, one run against itself: before training on the left, the last epoch on the right, side by side.
+    assert (left["run"], left["epoch"], right["run"], right["epoch"]) == (long_run, 0, long_run, 2)
+    assert left["lines"] == first["lines"] and right["lines"] == last["lines"]  # (both sides are narrower now)
     assert right["box"]["x"] > left["box"]["x"] + left["box"]["width"] - 1  # beside it, not below
+    # Two runs: each at its last epoch.
+    assert (tab["two runs"]["left"], tab["two runs"]["right"]) == (f"{long_run}@2", f"{other['run']}@1")
     # The head view's own controls inside the tab: every head at once (layers x heads), a click opens one,
     # and "save SVG" downloads the right side's picture.
     model = tab["driven"]["model"]
@@ -139,16 +150,17 @@ def _use_the_tab(page, runs: list[str], long_run: str) -> dict:
         }
 
     left = "#panel-left"
-    found = {"first epoch": shown(left, f"{long_run}@0")}
-    page.eval_on_selector(f"{left} #epoch-slider", "s => { s.value = s.max; s.dispatchEvent(new Event('input')); }")
-    found["last epoch"] = shown(left, f"{long_run}@1")
+    found = {"last epoch": shown(left, f"{long_run}@2")}  # a run opens at its last epoch
+    page.eval_on_selector(f"{left} #epoch-slider", "s => { s.value = 0; s.dispatchEvent(new Event('input')); }")
+    found["first epoch"] = shown(left, f"{long_run}@0")
     other_run = next(run for run in runs if run != long_run)
     page.select_option(f"{left} #run-select", value=str(runs.index(other_run)))  # the options' values: list indices
-    found["another run"] = shown(left, f"{other_run}@0")
+    found["another run"] = shown(left, f"{other_run}@1")
     page.select_option(f"{left} #run-select", value=str(runs.index(long_run)))
-    found["left"] = shown(left, f"{long_run}@0")
+    shown(left, f"{long_run}@2")
     page.check("#compare-toggle")
-    found["right"] = shown("#panel-right", f"{long_run}@1")
+    found["right"] = shown("#panel-right", f"{long_run}@2")
+    found["left"] = shown(left, f"{long_run}@0")
     found["left"]["box"] = page.locator(left).bounding_box()  # now that the right side takes half the width
     found["driven"] = drive_head_view(page, "#panel-right", heads=False)  # the chips: test_head_view.py
     with page.expect_download() as download:
@@ -157,6 +169,11 @@ def _use_the_tab(page, runs: list[str], long_run: str) -> dict:
     found["svg_lines"] = len(re.findall(r"<line ", svg))
     found["svg_tokens"] = len(re.findall(r"<text[^>]*>", svg))
     found["drawn_lines"] = int(page.get_attribute("#panel-right #lines", "data-drawn-lines"))
+    page.select_option("#panel-right #run-select", value=str(runs.index(other_run)))
+    found["two runs"] = {
+        "right": shown("#panel-right", f"{other_run}@1")["run"] + "@1",
+        "left": shown(left, f"{long_run}@2")["run"] + "@2",
+    }
     return found
 
 
@@ -201,7 +218,10 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
     assert [item["caption"] for item in answer] == ["epoch 17", "epoch 17"] and answer[0]["tokens"] == tokens
     assert asked == [sorted(f"head_view/probe_{k}/{kind}/17" for k in (0, 1) for kind in ("weights", "caption"))]
     runs = json.loads(Client(plugin.get_plugin_apps()["/runs"]).get("/").get_data())
-    assert runs == [{"run": "run", "label": "heads=2", "probes": 2, "steps": list(range(30))}]
+    assert [{k: v for k, v in r.items() if k != "last"} for r in runs] == [
+        {"run": "run", "label": "heads=2", "probes": 2, "steps": list(range(30))}
+    ]
+    assert runs[0]["last"] > 0  # the wall time it last logged at: the tab opens on the newest run
     assert json.loads(client.get("/?run=run&step=30").get_data()) == []  # a step never logged: nothing
     huge = client.get("/?run=run&step=" + "9" * 5000)
     assert huge.status_code == 400 and b"is invalid: must be a logged step" in huge.get_data()

@@ -6,6 +6,16 @@
 const HEAD_VIEW_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                            "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"];
 
+// The help line of each view; the address part only where the page's own address is the one a person sees
+// (attention.html), not inside TensorBoard, whose address holds its own state.
+function headViewHint(model, minWeight, address) {
+  if (model) return "every layer and head at once, one small view each · click a cell to open that layer and head";
+  return `one head at a time (click "all" to overlay every head) · hover a token: left = whom it attends to,
+   right = who attends to it, with the weights, shaded in the head's colour · lines below ${minWeight} hidden` +
+    (address ? ` · address: <code>#text=1&amp;layer=0&amp;head=2&amp;hover=q13</code> opens that view
+   (<code>head=all</code>: every head overlaid; <code>view=model</code>: every layer and head side by side)` : "");
+}
+
 function headViewMarkup(title, minWeight) {
   const esc = s => String(s).replace(/[&<>"]/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
   return `<header>
@@ -17,10 +27,7 @@ function headViewMarkup(title, minWeight) {
   <span>head <span id="chips"></span></span>
   <span class="chip model" id="model-toggle" title="every layer and head at once; click one to open it">every head</span>
   <span class="chip model" id="save-svg" title="the current view as an SVG file (drawn here, nothing is sent)">save SVG</span>
-  <span class="hint">one head at a time (click "all" to overlay every head) · hover a token: left = whom it
-   attends to, right = who attends to it, with the weights · lines below ${minWeight} hidden · address:
-   <code>#text=1&amp;layer=0&amp;head=2&amp;hover=q13</code> opens that view (<code>head=all</code>: every head
-   overlaid; <code>view=model</code>: every layer and head side by side)</span>
+  <span class="hint" id="hint"></span>
  </div>
  <div id="caption"></div>
  <div id="text-full"></div>
@@ -160,6 +167,7 @@ function mountHeadView(root, data, options) {
     $("view").hidden = $("view-titles").hidden = state.model;
     $("model-grid").hidden = !state.model;
     $("model-toggle").classList.toggle("isolated", state.model);
+    $("hint").innerHTML = headViewHint(state.model, MIN_WEIGHT, options.address !== false);
     if (state.model) { drawModel(); return; }
     const item = DATA[state.text], n = item.tokens.length, w = weights(state.text, state.layer);
     const canvas = $("lines"), ctx = canvas.getContext("2d");
@@ -198,11 +206,14 @@ function mountHeadView(root, data, options) {
     ctx.globalAlpha = 1;
     canvas.dataset.drawnLines = drawn;
     const other = state.hover ? (state.hover.side === "queries" ? "keys" : "queries") : null;
+    // One head: its own colour; every head overlaid: a neutral grey, as no single head's colour would be true.
+    const hex = shown.length === 1 ? HEAD_VIEW_COLOURS[shown[0] % HEAD_VIEW_COLOURS.length] : "#7f7f7f";
+    const rgb = [1, 3, 5].map(k => parseInt(hex.slice(k, k + 2), 16)).join(", ");
     for (const side of ["queries", "keys"]) {
       $(side).querySelectorAll(".token").forEach((t, i) => {
         const active = state.hover && state.hover.side === side && state.hover.index === i;
         const v = side === other ? Math.sqrt(shade[i]) : 0;
-        t.style.background = active ? "#ffe08a" : (v > 0 ? "rgba(31, 119, 180, " + v.toFixed(3) + ")" : "");
+        t.style.background = active ? "#ffe08a" : (v > 0 ? "rgba(" + rgb + ", " + v.toFixed(3) + ")" : "");
         t.querySelector(".w").textContent = side === other && shade[i] >= 0.005 ? shade[i].toFixed(2) : "";
       });
     }

@@ -64,7 +64,16 @@ class AttentionPlugin(base_plugin.TBPlugin):
             if described is None:  # a summary under this plugin's name that the project did not write
                 continue
             probes = len({k for probes in by_step.values() for k in probes})
-            runs.append({"run": run, "label": described.get("label", ""), "probes": probes, "steps": sorted(by_step)})
+            last = max(tags[tag].max_wall_time for step in by_step.values() for tag in step.values())
+            runs.append(
+                {
+                    "run": run,
+                    "label": described.get("label", ""),
+                    "probes": probes,
+                    "steps": sorted(by_step),
+                    "last": last,  # when it last logged: the tab opens on the newest run
+                }
+            )
         return http_util.Respond(request, runs, "application/json")
 
     @wrappers.Request.application

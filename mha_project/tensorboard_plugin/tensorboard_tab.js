@@ -1,8 +1,10 @@
 // TensorBoard's Attention tab (mha_project/tensorboard_plugin/plugin.py serves this after head_view.js):
 // a run list (by the runs' labels: their swept values) and an epoch slider around the same head view.
-// "compare" puts a second one beside it, opening on the same run's last epoch: epoch 0 against the last, or
-// one run against another (heads=1 against heads=8), each side with its own run, epoch, layer and head.
-// Address: #run=2 (the third run listed), #compare (open side by side), #compare_run=1 (the right side's run).
+// It opens on the run that logged last, at its last epoch; step 0 is the weights before training.
+// "compare" puts a second one beside it: one run against itself shows before training against the last epoch,
+// two runs (heads=1 against heads=8) each at its last epoch; each side keeps its own run, epoch, layer and head.
+// The plugin page's own address (/data/plugin_entry.html?name=mha_attention#run=2&compare&compare_run=1)
+// opens a given state; TensorBoard's address holds only its own, so the tab advertises none.
 const TAB_CSS = `
 #compare-control { display: block; margin: 0 0 8px; font-size: 13px; }
 #panels { display: flex; gap: 16px; align-items: flex-start; }
@@ -25,24 +27,36 @@ export async function render() {
     const asked = Number(address.get(key));
     return address.has(key) && Number.isInteger(asked) && asked >= 0 && asked < runs.length ? asked : fallback;
   };
-  const left = await mountPanel(document.getElementById("panel-left"), runs, get, runIndex("run", 0), false);
+  const latest = runs.reduce((best, r, i) => (r.last > runs[best].last ? i : best), 0);
+  let right = null;
+  const arrange = () => {  // a run against itself: before training | last epoch; two runs: both at their last
+    if (!right) return Promise.resolve();
+    const same = left.run() === right.run();
+    return Promise.all([left.goTo(!same), right.goTo(true)]);
+  };
+  const left = await mountPanel(document.getElementById("panel-left"), runs, get, runIndex("run", latest), () => arrange());
   const toggle = document.getElementById("compare-toggle"), rightPanel = document.getElementById("panel-right");
   document.getElementById("compare-control").hidden = !left;
   if (!left) return;
-  let right = null;
   async function setCompare(on) {
     rightPanel.hidden = !on;
-    if (on && !right) right = await mountPanel(rightPanel, runs, get, runIndex("compare_run", left.run()), true);
+    if (on && !right) {
+      right = await mountPanel(rightPanel, runs, get, runIndex("compare_run", left.run()), () => arrange());
+      await arrange();
+    }
     window.dispatchEvent(new Event("resize"));  // both views take the width they now have
   }
   toggle.addEventListener("change", () => setCompare(toggle.checked));
   if (address.has("compare")) { toggle.checked = true; await setCompare(true); }
 }
 
-// One head view with its own run list and epoch slider in `root`; opens on run `first`, at its first epoch
-// or (`atEnd`) its last. Returns { run() } (the run shown), or null when no run logged attention.
-async function mountPanel(root, runs, get, first, atEnd) {
-  const view = mountHeadView(root, [], { minWeight: MIN_WEIGHT, title: "Attention: one head at a time, epoch by epoch" });
+// One head view with its own run list and epoch slider in `root`; opens on run `first` at its last epoch and
+// calls `runChanged()` after another run is picked. Returns { run(), goTo(atEnd) } (the run shown; move the
+// slider to its first or last step), or null when no run logged attention.
+async function mountPanel(root, runs, get, first, runChanged) {
+  const view = mountHeadView(root, [], {
+    minWeight: MIN_WEIGHT, title: "Attention: one head at a time, epoch by epoch", address: false,
+  });
   if (!runs.length) {
     root.querySelector("#caption").textContent = "no run here logged attention (logger.attention.every_n_epochs > 0)";
     return null;
@@ -61,14 +75,15 @@ async function mountPanel(root, runs, get, first, atEnd) {
   let asked = 0;  // answers can arrive out of order while the slider moves: only the last one asked is shown
   async function show() {
     const run = current(), step = run.steps[Number(slider.value)], mine = ++asked;
-    epochLabel.textContent = step + " (of " + run.steps[0] + "–" + run.steps[run.steps.length - 1] + ")";
+    const last = run.steps[run.steps.length - 1];
+    epochLabel.textContent = (step === 0 ? "0: before training" : step + " of " + last) + (step === 0 ? " (of " + last + ")" : "");
     const data = await get("data", { run: run.run, step });
     if (mine === asked) { view.setData(data); root.dataset.shown = run.run + "@" + step; }
   }
-  function pickRun(end) { slider.max = current().steps.length - 1; slider.value = end ? slider.max : 0; return show(); }
-  runSelect.addEventListener("change", () => pickRun(false));
+  function goTo(end) { slider.max = current().steps.length - 1; slider.value = end ? slider.max : 0; return show(); }
+  runSelect.addEventListener("change", async () => { await goTo(true); await runChanged(); });
   slider.addEventListener("input", show);
   runSelect.value = first;
-  await pickRun(atEnd);
-  return { run: () => Number(runSelect.value) };
+  await goTo(true);
+  return { run: () => Number(runSelect.value), goTo };
 }

@@ -43,13 +43,14 @@ def tensorboard_callbacks(
     class_names=None,
     classify: bool = True,
     profile_batches=0,
+    log_initial: bool = True,
 ) -> list:
     """What a fit logs to TensorBoard (``logger.*``), for the classifier and the pretraining stage alike:
     Keras's scalars every epoch and, every ``logger.attention.every_n_epochs``, the ``probes``' attention
     (images, entropies and the Attention tab's head view under ``label``)."""
     if not logger_cfg.tensorboard:
         return []
-    callbacks = [keras.callbacks.TensorBoard(log_dir, update_freq="epoch", profile_batch=profile_batches)]
+    callbacks = [EpochTensorBoard(log_dir, update_freq="epoch", profile_batch=profile_batches)]
     attention = logger_cfg.attention
     if attention.every_n_epochs > 0 and probes:
         callbacks.append(
@@ -65,13 +66,23 @@ def tensorboard_callbacks(
                 classify=classify,
                 truncation=truncation,
                 head_view_label=label,
+                log_initial=log_initial,
             )
         )
     return callbacks
 
 
+class EpochTensorBoard(keras.callbacks.TensorBoard):
+    """Keras's ``TensorBoard`` with epochs counted from 1, as Keras's progress line and history.csv count them:
+    step k is the end of epoch k, and step 0 the weights before training (the attention records')."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch + 1, logs)
+
+
 class AttentionLogger(keras.callbacks.Callback):
-    """Every ``every_n_epochs`` epochs, log the attention of a fixed set of probe texts to TensorBoard."""
+    """Every ``every_n_epochs`` epochs, log the attention of a fixed set of probe texts to TensorBoard, at step
+    k for the end of epoch k; ``log_initial``: also at step 0, the weights training starts from."""
 
     def __init__(
         self,
@@ -86,8 +97,10 @@ class AttentionLogger(keras.callbacks.Callback):
         classify: bool = True,
         truncation: str = "head",
         head_view_label: str | None = None,
+        log_initial: bool = False,
     ):
         super().__init__()
+        self.log_initial = log_initial
         self.head_view_label = head_view_label  # not None: also TensorBoard's Attention tab, under this label
 
         self.classify = classify
@@ -104,10 +117,15 @@ class AttentionLogger(keras.callbacks.Callback):
         self.every_n_epochs = every_n_epochs
         self.max_tokens = max_tokens
 
+    def on_train_begin(self, logs=None):
+        if self.log_initial and self.texts:  # a fresh fit only: a resumed one's step 0 is already logged
+            with process_local(self.model) as model:
+                self._write(model, 0)
+
     def on_epoch_end(self, epoch, logs=None):
         if self.every_n_epochs and self.texts and (epoch + 1) % self.every_n_epochs == 0:
             with process_local(self.model) as model:
-                self._write(model, epoch)
+                self._write(model, epoch + 1)
 
     def _write(self, model, epoch):
         write_attention_summaries(
@@ -116,7 +134,7 @@ class AttentionLogger(keras.callbacks.Callback):
             self.vectorizer,
             self.texts,
             self.seq_len,
-            epoch,  # the step of Keras's epoch scalars, so the attention lines up with them
+            epoch,  # the step of the epoch scalars (EpochTensorBoard), so the attention lines up with them
             truncation=self.truncation,
             labels=self.labels,
             class_names=self.class_names,
@@ -152,7 +170,7 @@ class FillMaskLogger(keras.callbacks.Callback):
         self.top_k = top_k
 
     def on_epoch_end(self, epoch, logs=None):
-        with self.writer.as_default(step=epoch):  # Keras's epoch scalars are on step `epoch` too
+        with self.writer.as_default(step=epoch + 1):  # the epoch scalars' step (EpochTensorBoard)
             for k, text in enumerate(self.texts):
                 filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k, self.truncation)
                 lines = [
@@ -180,7 +198,7 @@ class HistoryCSVLogger(keras.callbacks.CSVLogger):
         row = {**(logs or {}), **self.counter.columns}
         if self.keys is None and not self.validation:
             self.keys = sorted(row.keys())
-        super().on_epoch_end(epoch, row)
+        super().on_epoch_end(epoch + 1, row)  # epochs counted from 1, as Keras's progress line counts them
 
 
 class EpochCounter(keras.callbacks.Callback):

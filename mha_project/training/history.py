@@ -18,8 +18,8 @@ def read_history(path: Path) -> list[dict]:
         return [row for row in csv.DictReader(f) if row.get("epoch", "").strip().isdigit()]
 
 
-def trim_history(path: Path, keep_below: int) -> list[dict]:
-    """Keep history.csv's header and its rows with epoch < ``keep_below``; return the kept rows.
+def trim_history(path: Path, epochs_done: int) -> list[dict]:
+    """Keep history.csv's header and its rows of epochs 1..``epochs_done`` (epochs count from 1); return them.
 
     Rewritten in place (not renamed) because CSVLogger appends to the same file afterwards.
     """
@@ -30,7 +30,7 @@ def trim_history(path: Path, keep_below: int) -> list[dict]:
         reader = csv.DictReader(f)
         fields = reader.fieldnames or []
         all_rows = [r for r in reader if r.get("epoch", "").strip().isdigit()]
-    rows = [r for r in all_rows if int(r["epoch"]) < keep_below]
+    rows = [r for r in all_rows if int(r["epoch"]) <= epochs_done]
     if len(rows) != len(all_rows):
         with open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields)
@@ -90,4 +90,4 @@ def _data_epochs(row: dict):
     if row.get("data_epochs") not in (None, ""):
         value = float(row["data_epochs"])
         return int(value) if value.is_integer() else value
-    return int(row["epoch"]) + 1
+    return int(row["epoch"])

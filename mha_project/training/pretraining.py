@@ -59,12 +59,13 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
     model = build_pretrainer(cfg.model, pcfg, vectorizer.vocabulary_size())
     _compile_pretrainer(model, pcfg, steps_per_epoch)
 
-    after_csv = _stage_loggers(cfg, stage_dir, vectorizer)
+    previous = previous_epochs(stage_dir)
+    after_csv = _stage_loggers(cfg, stage_dir, vectorizer, log_initial=not previous)
     fit = fit_resumably(
         model,
         dataset,
         stage_dir,
-        previous_epochs(stage_dir),
+        previous,
         before_csv=[Perplexity()],
         after_csv=after_csv,
         validation=False,
@@ -109,7 +110,7 @@ def _compile_pretrainer(model, pcfg, steps_per_epoch: int) -> None:
         model.compile(optimizer=optimizer, jit_compile=False)  # a TensorFlow train_step
 
 
-def _stage_loggers(cfg, stage_dir: Path, vectorizer) -> list:
+def _stage_loggers(cfg, stage_dir: Path, vectorizer, log_initial: bool) -> list:
     """The stage's TensorBoard records: what every fit logs, and the probes' [MASK] fills."""
     pcfg, tb_dir = cfg.pretrain, stage_dir / "tensorboard"
     probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
@@ -122,6 +123,7 @@ def _stage_loggers(cfg, stage_dir: Path, vectorizer) -> list:
         cfg.data.truncation,
         classify=False,
         label=("masked LM " + run_label()).strip(),
+        log_initial=log_initial,
     )
     if cfg.logger.tensorboard and pcfg.probe_texts:
         loggers.append(

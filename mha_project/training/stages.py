@@ -234,6 +234,7 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
         labels=labels,
         class_names=inputs.data.class_names,
         profile_batches=tuple(cfg.logger.get("profile_batches") or ()) or 0,  # (start, stop) batches, 0 = off
+        log_initial=not previous,  # step 0, the initial weights: once, by the fit that starts from them
     )
     fit = fit_resumably(
         model,
@@ -256,7 +257,7 @@ def trained_results(run_dir: Path, fit, plan: FitPlan, pruned_at: int | None, tr
     """What the ``trained`` stage records, in passes over the training data: from ``history.csv`` (every
     epoch, across resumes) and this process's fit (its seconds and speed)."""
     rows = read_history(run_dir / "history.csv")
-    epochs_run = (max(int(r["epoch"]) for r in rows) + 1 if rows else fit.counter.last_epoch) / plan.rounds
+    epochs_run = (max(int(r["epoch"]) for r in rows) if rows else fit.counter.last_epoch) / plan.rounds
     passes_now = len(fit.history.history["loss"]) / plan.rounds  # passes over the training data in this process
     return dict(
         epochs_run=_epochs(epochs_run),
