@@ -346,7 +346,7 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
 
     run_dir, metrics, seen = pretrained_run
     rows = read_rows(run_dir / "pretrain" / "history.csv")
-    assert [int(r["epoch"]) for r in rows] == list(range(6))
+    assert [int(r["epoch"]) for r in rows] == list(range(1, 7))
     assert not any(k.startswith("val_") for k in rows[0])  # no empty validation columns
     losses = [float(r["loss"]) for r in rows]
     assert losses[-1] < losses[0] - 0.3, losses  # it learns something about the tiny corpus

@@ -138,10 +138,10 @@ def test_differences_lists_first_keys_and_counts_the_rest():
 
 def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
     path = tmp_path / "history.csv"
-    path.write_text("epoch,accuracy\n0,0.5\n1,0.6\n2,0.7\n")
+    path.write_text("epoch,accuracy\n1,0.5\n2,0.6\n3,0.7\n")  # epochs count from 1
     rows = trim_history(path, 2)
-    assert [r["epoch"] for r in rows] == ["0", "1"]
-    assert path.read_text().splitlines() == ["epoch,accuracy", "0,0.5", "1,0.6"]
+    assert [r["epoch"] for r in rows] == ["1", "2"]
+    assert path.read_text().splitlines() == ["epoch,accuracy", "1,0.5", "2,0.6"]
 
 
 # ---- slow: through the real CLI -------------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_overwrite_true_replaces_the_run(finished_run, tmp_path):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["epochs_run"] == 1
     with open(run_dir / "history.csv", newline="") as f:
-        assert [r["epoch"] for r in csv.DictReader(f)] == ["0"]
+        assert [r["epoch"] for r in csv.DictReader(f)] == ["1"]
     assert "epochs: 1" in (run_dir / ".hydra" / "config.yaml").read_text()
 
 
@@ -231,7 +231,8 @@ def test_two_processes_on_one_run_dir(tmp_path):
         sys.executable,
         str(ROOT / "scripts" / "train.py"),
         *FAST,
-        "epochs=3",
+        "epochs=8",  # long enough that the second process starts while the first still trains
+        "trainer.early_stopping_patience=8",
         "data.limit=600",
         f"hydra.run.dir={run_dir}",
     ]

@@ -187,7 +187,7 @@ def test_head_importance_cli(tiny_run):
     saved = json.loads((tiny_run / "head_importance" / "head_importance.json").read_text())
     assert np.array(saved["without_head"]).shape == (1, 2)
     assert (tiny_run / "head_importance" / "head_importance.png").read_bytes()[:4] == b"\x89PNG"
-    assert list((tiny_run / "tensorboard" / "head_importance").glob("events.out.tfevents.*"))
+    assert list((tiny_run / "tensorboard" / "analysis").glob("events.out.tfevents.*"))
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ def fake_run(path, val_accuracies, seconds):
         (path / name).write_text("")
     (path / "run.json").write_text(json.dumps({"format": RUN_FORMAT}))
     rows = ["epoch,accuracy,elapsed_seconds,loss,val_accuracy,val_loss"]
-    rows += [f"{i},0.9,{s},0.3,{v},0.4" for i, (v, s) in enumerate(zip(val_accuracies, seconds))]
+    rows += [f"{i},0.9,{s},0.3,{v},0.4" for i, (v, s) in enumerate(zip(val_accuracies, seconds), start=1)]
     (path / "history.csv").write_text("\n".join(rows) + "\n")
     metrics = {
         "best_val_accuracy": max(val_accuracies),
@@ -54,7 +54,7 @@ def test_steady_examples_per_second_leaves_out_the_first_epoch(tmp_path):
     from mha_project.training.history import steady_examples_per_second
 
     (tmp_path / "metrics.json").write_text(json.dumps({"train_examples": 100}))
-    (tmp_path / "history.csv").write_text("epoch,elapsed_seconds\n0,10.0\n")
+    (tmp_path / "history.csv").write_text("epoch,elapsed_seconds\n1,10.0\n")
     assert steady_examples_per_second(tmp_path) is None  # one epoch: nothing after the first
-    (tmp_path / "history.csv").write_text("epoch,elapsed_seconds\n0,10.0\n1,30.0\n2,50.0\n")
+    (tmp_path / "history.csv").write_text("epoch,elapsed_seconds\n1,10.0\n2,30.0\n3,50.0\n")
     assert steady_examples_per_second(tmp_path) == 5.0  # 2 epochs x 100 examples in 40 s

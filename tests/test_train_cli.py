@@ -144,7 +144,7 @@ def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
     assert last[0].endswith(f"[mha_project.training.train][INFO] - run dir: {tiny_run}")  # logged, so in train.log too
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     assert f"[INFO] - test accuracy: {metrics['test_accuracy']:.4f}" in last[1]
-    assert last[2].endswith("tested epoch 1's weights (the best val accuracy); trained all 1 epochs")
+    assert last[2].endswith("tested epoch 1's weights (the best val accuracy); trained its one epoch")
     assert f"test accuracy: {metrics['test_accuracy']:.4f}" in (tiny_run / "train.log").read_text()
     stdout = (tiny_run.parent / "stdout.txt").read_text()
     for step in (f"python scripts/evaluate.py {tiny_run}", f"python scripts/inspect_attention.py {tiny_run} "):

@@ -61,7 +61,8 @@ INT_HPARAMS = {name for name, path in HPARAM_PATHS.items() if _schema_type(path)
 # TensorBoard's HParams table sorts its columns by `differs` (true first), then by name, and shows the first
 # few. These keys, what the project is about, are marked as differing in every experiment config, so they
 # and the swept keys are the columns a table opens with.
-FIRST_COLUMNS = ("heads", "key_dim", "dropout")
+FIRST_COLUMNS = ("heads", "key_dim", "dropout", "dataset", "layers")
+SHOWN_COLUMNS = 5  # what TensorBoard's HParams table shows before a column is ticked
 
 # What a sweep's override may be called on the command line: a shortcut, or the seed.
 COMMAND_LINE_NAMES = set(SHORTCUTS) | {"seed"}
@@ -140,47 +141,33 @@ def sweep_params_of(config: DictConfig) -> dict[str, str]:
 
 
 def experiment_hparams(cfg: DictConfig, domains: dict):
-    """``hp.HParam`` objects with typed domains, and the names that differ across the sweep."""
-    hparams, differs = [], set()
-    if OmegaConf.select(cfg, HPARAM_PATHS["value_dim"]) is None and "key_dim" in domains:
-        domains = {"value_dim": domains["key_dim"], **domains}  # value_dim follows key_dim
-    for name, value in hparams_of(cfg).items():
-        domain = domains.get(name)
-        if domain and domain[0] == "discrete":
-            values = domain[1]
-            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-                values = [float(v) for v in values]  # TensorBoard's discrete domains hold one type
-            hparams.append(hp.HParam(name, hp.Discrete(values)))
-            differs |= {name} if len(set(values)) > 1 else set()
-        elif domain:
-            _, lo, hi, is_int = domain
-            span = hp.IntInterval(int(lo), int(hi)) if is_int else hp.RealInterval(float(lo), float(hi))
-            hparams.append(hp.HParam(name, span))
-            differs.add(name)
-        elif isinstance(value, (str, bool)):
-            hparams.append(hp.HParam(name, hp.Discrete([value])))
-        elif isinstance(value, int) and not isinstance(value, bool):
-            hparams.append(hp.HParam(name, hp.IntInterval(value, value)))
-        else:
-            hparams.append(hp.HParam(name, hp.RealInterval(float(value), float(value))))
-    return hparams, differs
+    """``hp.HParam`` objects, one per recorded hyper-parameter, and the names that differ across the sweep
+    (the keys of ``domains``; value_dim follows key_dim). No domains: TensorBoard shows the first experiment
+    config it finds under its logdir, and a sweep's ranges (dataset fine_foods, epochs 4-4) would filter out
+    every other run under ``outputs/``; each value's type is set instead (:func:`write_experiment`)."""
+    differs = {name for name in domains if name in HPARAM_PATHS}
+    if OmegaConf.select(cfg, HPARAM_PATHS["value_dim"]) is None and "key_dim" in differs:
+        differs.add("value_dim")
+    return [hp.HParam(name) for name in hparams_of(cfg)], differs
 
 
 def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict | None) -> None:
-    """The one experiment config of a sweep (``hp.hparams_config``, with ``differs`` on swept keys), or with
-    ``domains=None`` a single run's: its hyper-parameters without domains, so no value is filtered out."""
-    if domains is None:
-        hparams, differs = [hp.HParam(name) for name in hparams_of(cfg)], set()
-    else:
-        hparams, differs = experiment_hparams(cfg, domains)
-    differs |= set(FIRST_COLUMNS)
+    """The one experiment config of a sweep (``differs`` set on its swept keys) or, with ``domains=None``, of a
+    single run: every hyper-parameter typed and without a domain, so no value is filtered out."""
+    hparams, differs = experiment_hparams(cfg, domains or {})
+    for name in FIRST_COLUMNS:  # the swept keys, then the project's own, up to the columns the table shows
+        if len(differs) >= SHOWN_COLUMNS:
+            break
+        differs.add(name)
     metrics = [hp.Metric(f"hparams/{m}", display_name=m) for m in FINAL_METRICS]
     metrics.append(hp.Metric("epoch_accuracy", group="validation", display_name="val_accuracy (latest)"))
     summary = hp.hparams_config_pb(hparams, metrics)
-    # hparams_config_pb has no `differs` argument; set it on the experiment proto before writing.
+    # hparams_config_pb has no `differs` or `type` argument; set them on the experiment proto before writing.
     experiment = metadata.parse_experiment_plugin_data(summary.value[0].metadata.plugin_data.content)
+    values = hparams_of(cfg)
     for info in experiment.hparam_infos:
         info.differs = info.name in differs
+        info.type = _data_type(values[info.name])
     summary.value[0].metadata.CopyFrom(
         metadata.create_summary_metadata(plugin_data_pb2.HParamsPluginData(experiment=experiment))
     )
@@ -190,17 +177,26 @@ def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict | None) -> No
     writer.close()
 
 
-def trial_name(run_dir: Path) -> str:
-    """How the HParams table names a run: its path from where training was started (``outputs/runs/<time>``,
-    ``outputs/multirun/<time>/3``), which stays unique and readable; absolute when it lies elsewhere."""
+def _data_type(value):
+    if isinstance(value, bool):
+        return api_pb2.DATA_TYPE_BOOL
+    if isinstance(value, (int, float)):
+        return api_pb2.DATA_TYPE_FLOAT64
+    return api_pb2.DATA_TYPE_STRING
+
+
+def trial_name(run_dir: Path, in_sweep: bool = False) -> str:
+    """How the HParams table's trial column names a run, short enough to read there: its folder, and a sweep
+    job's sweep folder before it (``2026-12-01_10-00-00``, ``2026-12-01_10-00-00/3``, ``my_sweep/trial_3``).
+    The table's session name beside it is the run's whole path."""
     run_dir = Path(run_dir).resolve()
-    return str(run_dir.relative_to(Path.cwd())) if run_dir.is_relative_to(Path.cwd()) else str(run_dir)
+    return f"{run_dir.parent.name}/{run_dir.name}" if in_sweep else run_dir.name
 
 
-def write_session_start(log_dir: Path, cfg: DictConfig, run_dir: Path) -> None:
+def write_session_start(log_dir: Path, cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> None:
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default():
-        hp.hparams(hparams_of(cfg), trial_id=trial_name(run_dir))
+        hp.hparams(hparams_of(cfg), trial_id=trial_name(run_dir, in_sweep))
     writer.close()
 
 

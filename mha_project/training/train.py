@@ -136,7 +136,7 @@ def _run_stages(cfg: DictConfig, run_dir: Path, record) -> dict:
     if _records_hparams(cfg):
         if not _in_sweep():  # a sweep's experiment config is the sweep directory's (hydra_callbacks.py)
             write_experiment(run_dir / "tensorboard", cfg, domains=None)
-        write_session_start(run_dir / "tensorboard", cfg, run_dir)  # shows while it runs
+        write_session_start(run_dir / "tensorboard", cfg, run_dir, _in_sweep())  # shows while it runs
 
     pretrained_from = stages.pretrain_stage(cfg, run_dir, record, inputs, strategy, source)
     model = stages.build_model(cfg, run_dir, inputs, strategy, plan, pretrained_from)
