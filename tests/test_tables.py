@@ -3,6 +3,7 @@
 import csv
 import json
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -333,6 +334,13 @@ def test_a_sweep_runs_on_a_table_as_on_any_dataset(tmp_path):
     jobs = [json.loads((sweep / job / "metrics.json").read_text()) for job in ("0", "1")]
     assert [m["hparams"]["heads"] for m in jobs] == [1, 2] and all(m["dataset"] == "table" for m in jobs)
     assert jobs[0]["data_fingerprint"] == jobs[1]["data_fingerprint"]  # the same seeded splits in every job
+    # Each line of a job says whose it is (jobs of a parallel launcher share one terminal), Keras's epoch line too;
+    # what the job changed for that is put back once it ends.
+    log = (sweep / "1" / "train.log").read_text()
+    assert "[job 1] test accuracy:" in log and re.search(r"\[job 1\] \d+/\d+ - .* - val_accuracy: ", log), log[-2000:]
+    import keras
+
+    assert keras.config.is_interactive_logging_enabled()
 
 
 @pytest.mark.slow

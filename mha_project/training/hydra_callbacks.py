@@ -7,6 +7,7 @@ In a multirun each job is validated by ``train()`` instead, so one bad job does 
 
 from __future__ import annotations
 
+import logging
 import shlex
 from pathlib import Path
 
@@ -28,6 +29,20 @@ def make_output_dir(path: str, key: str) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as err:
         fail(f"{key}={path} cannot be used: {err.strerror or err} (a directory is made there for the run)")
+
+
+class JobPrefix(logging.Filter):
+    """Prefixes every line of a record with ``[job N]``."""
+
+    def __init__(self, num) -> None:
+        super().__init__()
+        self.prefix = f"[job {num}] "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith(self.prefix):
+            record.msg, record.args = "\n".join(self.prefix + line for line in message.splitlines()), ()
+        return True
 
 
 class ValidateConfig(Callback):
@@ -56,6 +71,36 @@ class ValidateConfig(Callback):
             from mha_project.training.hparams import sweep_params_of, swept_domains, write_experiment
 
             write_experiment(Path(config.hydra.sweep.dir), config, swept_domains(sweep_params_of(config)))
+
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        # A sweep's jobs may run at once (hydra/launcher=joblib) and share one terminal: each line says whose
+        # it is, Keras's epoch lines included (logged instead of printed, so they pass through the same filter).
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            return
+        self.job = JobPrefix(HydraConfig.get().job.num)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(self.job)
+        import_tensorflow_quietly()
+        import keras
+
+        keras.config.disable_interactive_logging()  # Keras's lines go to absl's logger, at INFO
+        self.absl_level = logging.getLogger("absl").level
+        logging.getLogger("absl").setLevel(logging.INFO)
+
+    def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
+        # What on_job_start changed, back as it was: the basic launcher runs the next job in this process.
+        if getattr(self, "job", None) is None:
+            return
+        for handler in logging.getLogger().handlers:
+            handler.removeFilter(self.job)
+        import keras
+
+        keras.config.enable_interactive_logging()
+        logging.getLogger("absl").setLevel(self.absl_level)
+        self.job = None
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         # Each failed job records failure.json and the sweep goes on (train.run_from_cli); a sweep in which
