@@ -12,7 +12,7 @@ format:         ## fix import order and formatting in place
 	ruff check --fix .
 	ruff format .
 
-test:           ## fast tier: the tests not marked slow (about 45 s on 2 cores: docs/speed.md)
+test:           ## fast tier: the tests not marked slow (about a minute on 2 cores: docs/speed.md)
 	python -m pytest -m "not slow"
 
 test-full:      ## everything CI runs, end-to-end CLI runs included
