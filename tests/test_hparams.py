@@ -92,16 +92,16 @@ def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(s
     assert {i["name"]: i["type"] for i in infos}["dataset"] == "DATA_TYPE_STRING"
     assert {m["name"]["tag"] for m in experiment["metricInfos"]} >= {"hparams/test_accuracy", "epoch_accuracy"}
 
-    status = {Path(g["name"]).name: g["sessions"][0]["status"] for g in groups}
+    status = {g["name"].split(" · ")[0]: g["sessions"][0]["status"] for g in groups}
     assert status == {"1": "STATUS_SUCCESS", "2": "STATUS_SUCCESS"}
-    heads = {Path(g["name"]).name: g["hparams"]["heads"] for g in groups}
+    heads = {g["name"].split(" · ")[0]: g["hparams"]["heads"] for g in groups}
     assert heads == {"1": 1.0, "2": 2.0}
     for g in groups:
         assert "null" not in g["hparams"].values() and g["hparams"]["value_dim"] == 8.0
     assert all(any(m["name"]["tag"] == "hparams/test_accuracy" for m in g["metricValues"]) for g in groups)
     # TensorBoard's record and metrics.json agree, key for key
     recorded = json.loads((sweep_dir / "1" / "metrics.json").read_text())["hparams"]
-    shown = next(g["hparams"] for g in groups if Path(g["name"]).name == "1")
+    shown = next(g["hparams"] for g in groups if g["name"].split(" · ")[0] == "1")
     assert recorded == shown
 
 
@@ -151,5 +151,6 @@ def test_a_trial_is_named_short_enough_for_the_tables_column(tmp_path, monkeypat
     from mha_project.training.hparams import trial_name
 
     monkeypatch.chdir(tmp_path)
-    assert trial_name(tmp_path / "outputs" / "runs" / "2026-12-01_10-00-00") == "2026-12-01_10-00-00"
-    assert trial_name(Path("outputs/multirun/2026-12-01_10-00-00/3"), in_sweep=True) == "2026-12-01_10-00-00/3"
+    assert trial_name(tmp_path / "outputs" / "runs" / "2026-12-01_10-00-05") == "12-01 10:00:05"
+    assert trial_name(Path("outputs/multirun/2026-12-01_10-00-05/3"), in_sweep=True) == "3 · 12-01 10:00:05"
+    assert trial_name(Path("outputs/my_sweep/trial_3"), in_sweep=True) == "trial_3 · my_sweep"

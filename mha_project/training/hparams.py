@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from pathlib import Path
 
@@ -186,11 +187,18 @@ def _data_type(value):
 
 
 def trial_name(run_dir: Path, in_sweep: bool = False) -> str:
-    """How the HParams table's trial column names a run, short enough to read there: its folder, and a sweep
-    job's sweep folder before it (``2026-12-01_10-00-00``, ``2026-12-01_10-00-00/3``, ``my_sweep/trial_3``).
-    The table's session name beside it is the run's whole path."""
+    """How the HParams table's trial column names a run, what tells runs apart first (the column shows about 14
+    characters): a run's folder, a Hydra time ``2026-12-01_10-00-05`` as ``12-01 10:00:05``; a sweep job's
+    number, then its sweep's folder (``3 · 12-01 10:00:05``). Unique: the table groups sessions by it."""
     run_dir = Path(run_dir).resolve()
-    return f"{run_dir.parent.name}/{run_dir.name}" if in_sweep else run_dir.name
+    if in_sweep:
+        return f"{run_dir.name} · {_short_time(run_dir.parent.name)}"
+    return _short_time(run_dir.name)
+
+
+def _short_time(name: str) -> str:
+    found = re.fullmatch(r"\d{4}-(\d\d-\d\d)_(\d\d)-(\d\d)-(\d\d)", name)
+    return f"{found[1]} {found[2]}:{found[3]}:{found[4]}" if found else name
 
 
 def write_session_start(log_dir: Path, cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> None:
