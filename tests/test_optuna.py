@@ -216,7 +216,12 @@ def postgres_url():
         if os.environ.get("MHA_REQUIRE_POSTGRES"):
             pytest.fail("MHA_REQUIRE_POSTGRES=1 but PostgreSQL is not installed")
         pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql; .ci/run does)")
-    pytest.importorskip("psycopg2")
+    try:
+        import psycopg  # noqa: F401  (the driver SQLAlchemy picks for postgresql://; the sweep extra installs it)
+    except ImportError:
+        if os.environ.get("MHA_REQUIRE_POSTGRES"):
+            pytest.fail("MHA_REQUIRE_POSTGRES=1 but psycopg is not installed (the sweep extra)")
+        pytest.skip("psycopg is not installed: pip install -e '.[sweep]'")
     bin_dir = binaries[-1]
     base = Path(tempfile.mkdtemp(prefix="mha_pg_"))  # not under pytest's tmp_path, which only root may enter
     os.chmod(base, 0o755)
