@@ -206,44 +206,52 @@ def _lock(path: Path) -> int:
 
 def _read_identity(path: Path) -> dict | None:
     file = path / IDENTITY_FILE
-    if not file.exists():
-        return None
     try:
-        stored = json.loads(file.read_text())
-        if not isinstance(stored, dict) or "fingerprint" not in stored:
+        stored = _run_record(file)
+        if stored is not None and "fingerprint" not in stored:
             raise ValueError("no fingerprint")
-    except (ValueError, OSError) as err:
+    except ValueError as err:
         raise RunDirRefused(
             f"{file} is unreadable ({err}); use a new hydra.run.dir, or add overwrite=true to replace the run"
         ) from None
+    if stored is None:
+        return None
     if stored.get("format") != RUN_FORMAT:
         raise RunDirRefused(other_format(path, stored.get("format")) + ", or add overwrite=true to replace it")
     return stored
 
 
-def recorded(path: Path) -> dict:
-    """What ``path``'s run.json holds, for a reader: {} when there is none; a one-line UserError when it is
-    damaged (not a regular file, not a JSON object, a format that is no whole number). Only a regular file is
-    opened: a FIFO would block the reader forever."""
-    file = Path(path) / IDENTITY_FILE
+def _run_record(file: Path) -> dict | None:
+    """The record in a run.json (None when there is none), for training and for the tools alike; a ValueError
+    saying how it is damaged. Only a regular file is opened: a FIFO would block its reader forever."""
     try:
         mode = os.stat(file).st_mode
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as err:
-        raise UserError(f"{file} is damaged: {err.strerror or err}") from None
+        raise ValueError(err.strerror or str(err)) from None
     if not stat.S_ISREG(mode):
-        raise UserError(f"{file} is damaged: it is not a regular file; {_RETRAIN}")
+        raise ValueError("it is not a regular file")
     try:
         stored = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise UserError(f"{file} is damaged: it is not valid JSON ({message_line(err)}); {_RETRAIN}") from None
+        raise ValueError(f"it is not valid JSON ({message_line(err)})") from None
     if not isinstance(stored, dict):
-        raise UserError(f"{file} is damaged: it holds a JSON {type(stored).__name__}, not a run record; {_RETRAIN}")
+        raise ValueError(f"it holds a JSON {type(stored).__name__}, not a run record")
     found = stored.get("format")
     if found is not None and (isinstance(found, bool) or not isinstance(found, int)):
-        raise UserError(f"{file} is damaged: its format is {found!r}, not a whole number; {_RETRAIN}")
+        raise ValueError(f"its format is {found!r}, not a whole number")
     return stored
+
+
+def recorded(path: Path) -> dict:
+    """What ``path``'s run.json holds, for a reader: {} when there is none; a one-line UserError when it is
+    damaged (not a regular file, not a JSON object, a format that is no whole number)."""
+    file = Path(path) / IDENTITY_FILE
+    try:
+        return _run_record(file) or {}
+    except ValueError as err:
+        raise UserError(f"{file} is damaged: {err}; {_RETRAIN}") from None
 
 
 _RETRAIN = "restore it, or train the run again in a new hydra.run.dir"

@@ -359,6 +359,8 @@ def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(
     os.mkfifo(run_json)  # opening a FIFO for reading would wait for a writer forever
     with pytest.raises(UserError, match="run.json is damaged: it is not a regular file"):
         check_run_dir(tmp_path)
+    with pytest.raises(UserError, match=r"run.json is unreadable \(it is not a regular file\)"):
+        open_run_dir(tmp_path, cfg())  # training reads run.json the same way
 
 
 def test_a_latest_file_naming_no_run_says_so_and_what_it_names(tmp_path):
