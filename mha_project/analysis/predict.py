@@ -16,7 +16,7 @@ import numpy as np
 
 from mha_project.atomic import new_file_mode
 from mha_project.data.pipeline import encode
-from mha_project.data.tables import PARQUET_EXTRA, TABLE_FORMATS, table_chunks
+from mha_project.data.tables import PARQUET_EXTRA, TABLE_FORMATS, same_file, table_chunks
 from mha_project.errors import UserError, message_line
 
 OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
@@ -41,19 +41,23 @@ def output_format(out: str | None, source_format: str) -> str:
     return OUTPUT_FORMATS[suffix]
 
 
-def input_columns(path: str, fmt: str) -> list[str]:
-    """Every column of the input, in first-seen order: a plain text file's ``text``, a CSV/TSV header, a
-    Parquet schema, or the keys of every JSON-lines row (rows may differ: one pass reads them all)."""
+def input_columns(path: str, fmt: str) -> dict[str, set]:
+    """Every column of the input, in first-seen order, with the Python types of its JSON values (JSON lines;
+    rows may differ, so one pass reads them all) or no types (a plain text file's ``text``, a CSV/TSV header,
+    a Parquet schema)."""
     if fmt == "text":
-        return ["text"]
+        return {"text": set()}
     if fmt == "jsonl":
-        names = {}
-        for _, row in _json_rows(path):
-            names.update(dict.fromkeys(row))
-        return list(names)
+        columns: dict[str, set] = {}
+        for row in _json_rows(path):
+            for name, value in row.items():
+                kinds = columns.setdefault(name, set())
+                if value is not None:
+                    kinds.add(type(value))
+        return columns
     if fmt == "parquet":
-        return list(_parquet(path).schema_arrow.names)
-    return [str(c) for c in next(table_chunks(path, fmt, path, rows=1)).columns]
+        return {name: set() for name in _parquet(path).schema_arrow.names}
+    return {str(name): set() for name in next(table_chunks(path, fmt, path, rows=1)).columns}
 
 
 def read_rows(path: str, fmt: str, text_column: str):
@@ -64,7 +68,7 @@ def read_rows(path: str, fmt: str, text_column: str):
         return
     if fmt == "jsonl":
         rows = []
-        for _, row in _json_rows(path):
+        for row in _json_rows(path):
             rows.append(row)
             if len(rows) == READ_ROWS:
                 yield rows, [_text_of(row.get(text_column)) for row in rows]
@@ -105,7 +109,7 @@ def _json_rows(path: str):
                     raise UserError(f"{path} cannot be read as JSONL: line {number}: {message_line(err)}") from None
                 if not isinstance(row, dict):
                     raise UserError(f"{path}: line {number} is not a JSON object (a row of named columns)")
-                yield number, row
+                yield row
         except UnicodeDecodeError as err:
             raise UserError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
@@ -150,7 +154,7 @@ def check_paths(source: str, out: str | None) -> None:
         return
     if Path(out).is_dir():
         raise UserError(f"--out={out} is a directory: name a file to write the predictions to")
-    if source != "-" and Path(out).exists() and Path(out).samefile(source):
+    if source != "-" and same_file(out, source):
         raise UserError(f"--out={out} is the input file: the predictions would replace it; name another file")
 
 
@@ -215,22 +219,17 @@ def _plain(value):
     return value
 
 
-def parquet_schema(source: str, fmt: str, columns: list[str], new_columns: list[str]):
+def parquet_schema(source: str, fmt: str, columns: dict[str, set], new_columns: list[str]):
     """One Arrow schema for the whole output: a Parquet input's own types, JSON lines' types as every row
-    has them (a column of several types is written as text), text for CSV/TSV and plain text; then
-    ``predicted_class`` (text) and the probabilities (float64)."""
+    has them (``columns``, from :func:`input_columns`; a column of several types is written as text), text for
+    CSV/TSV and plain text; then ``predicted_class`` (text) and the probabilities (float64)."""
     import pyarrow as pa
 
     if fmt == "parquet":
         found = _parquet(source).schema_arrow
         fields = [found.field(c) for c in columns]
     elif fmt == "jsonl":
-        kinds = {c: set() for c in columns}
-        for _, row in _json_rows(source):
-            for c, v in row.items():
-                if v is not None:
-                    kinds[c].add(type(v))
-        fields = [pa.field(c, _json_arrow_type(kinds[c])) for c in columns]
+        fields = [pa.field(c, _json_arrow_type(kinds)) for c, kinds in columns.items()]
     else:
         fields = [pa.field(c, pa.string()) for c in columns]
     fields.append(pa.field(new_columns[0], pa.string()))
@@ -275,7 +274,7 @@ def predict_file(
     out_fmt = output_format(out, fmt)
     probability_columns = [f"prob_{name}" for name in run.class_names]
     new_columns = ["predicted_class", *probability_columns]
-    columns = ["text"] if source == "-" else input_columns(source, fmt)
+    columns = {"text": set()} if source == "-" else input_columns(source, fmt)
     if fmt != "text" and text_column not in columns:
         raise UserError(
             f"{source} has no column {text_column!r} (its columns: {', '.join(map(str, columns))}); "
@@ -288,7 +287,7 @@ def predict_file(
             "rename that column in the input, or predict from a copy without it"
         )
     schema = parquet_schema(source, fmt, columns, new_columns) if out_fmt == "parquet" else None
-    writer = _Writer(out, out_fmt, columns + new_columns, schema)
+    writer = _Writer(out, out_fmt, [*columns, *new_columns], schema)
     start, written, without_text = time.perf_counter(), 0, 0
     try:
         for rows, texts in read_rows(source, fmt, text_column):

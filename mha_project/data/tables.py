@@ -183,7 +183,8 @@ def table_chunks(path, fmt: str, name: str, columns: list[str] | None = None, ro
         raise ConfigError(f"{name} cannot be read as {fmt.upper()}: {message_line(err)}") from None
 
 
-def _same_file(a, b) -> bool:
+def same_file(a, b) -> bool:
+    """Whether two paths name one file (by inode: links and other spellings too); False when either is missing."""
     try:
         return Path(str(a)).samefile(str(b))
     except OSError:
@@ -198,7 +199,7 @@ def load_table_splits(data_cfg, seed: int):
             f"data.text_column={data_cfg.text_column} is data.label_column too: a model would learn the label "
             "from itself; name the text and the label columns"
         )
-    if data_cfg.test_path is not None and _same_file(data_cfg.test_path, data_cfg.path):
+    if data_cfg.test_path is not None and same_file(data_cfg.test_path, data_cfg.path):
         raise ConfigError(
             f"data.test_path={data_cfg.test_path} is data.path: the test would score the training rows; give "
             "a file of other rows, or leave data.test_path out to hold back data.test_fraction of data.path"
