@@ -5,6 +5,7 @@ extra), and nothing here loads TensorFlow."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -186,32 +187,27 @@ def make_sampler(name: str, seed, design_seed=None):
     raise ConfigError(f"hydra.sweeper.sampler={name} is invalid: must be one of {', '.join(SAMPLERS)}")
 
 
-_COVERING_TPE = None
-
-
+@functools.cache
 def _covering_tpe_class():
     """The TPE sampler with a covering start; defined on first use, as Optuna is imported only then."""
-    global _COVERING_TPE
-    if _COVERING_TPE is None:
-        optuna = import_optuna()
+    optuna = import_optuna()
 
-        class CoveringTPESampler(optuna.samplers.TPESampler):
-            """TPE whose first trials form a seeded Latin-hypercube design: every choice of a categorical
-            parameter once in each round of its choices, each numeric range cut into STARTUP_TRIALS strata
-            drawn once each. TPE's own start draws every trial independently, and can draw one key_dim in
-            each of the first four trials of a sweep."""
+    class CoveringTPESampler(optuna.samplers.TPESampler):
+        """TPE whose first trials form a seeded Latin-hypercube design: every choice of a categorical
+        parameter once in each round of its choices, each numeric range cut into STARTUP_TRIALS strata
+        drawn once each. TPE's own start draws every trial independently, and can draw one key_dim in
+        each of the first four trials of a sweep."""
 
-            def __init__(self, seed=None, design_seed=None):
-                super().__init__(seed=seed, n_startup_trials=STARTUP_TRIALS)
-                self.design_seed = 0 if design_seed is None else int(design_seed)
+        def __init__(self, seed=None, design_seed=None):
+            super().__init__(seed=seed, n_startup_trials=STARTUP_TRIALS)
+            self.design_seed = 0 if design_seed is None else int(design_seed)
 
-            def sample_independent(self, study, trial, param_name, param_distribution):
-                if trial.number >= STARTUP_TRIALS:
-                    return super().sample_independent(study, trial, param_name, param_distribution)
-                return covering_value(self.design_seed, param_name, trial.number, param_distribution)
+        def sample_independent(self, study, trial, param_name, param_distribution):
+            if trial.number >= STARTUP_TRIALS:
+                return super().sample_independent(study, trial, param_name, param_distribution)
+            return covering_value(self.design_seed, param_name, trial.number, param_distribution)
 
-        _COVERING_TPE = CoveringTPESampler
-    return _COVERING_TPE
+    return CoveringTPESampler
 
 
 def covering_value(seed: int, name: str, number: int, distribution):
@@ -238,7 +234,7 @@ def covering_value(seed: int, name: str, number: int, distribution):
         value = low + round((value - low) / step) * step
     value = min(max(value, low), high)
     if isinstance(distribution, optuna.distributions.IntDistribution):
-        return int(min(max(round(value), distribution.low), distribution.high))
+        return int(round(value))  # low and high are whole: a value between them rounds between them
     return float(value)
 
 

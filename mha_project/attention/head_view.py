@@ -158,7 +158,7 @@ def render(tokens, attention, path=None, title: str = "attention head view", cap
         f"attention must be a list of (heads, {n}, {n}) arrays (one per layer) or one (layers, heads, {n}, {n}) "
         f"array for {n} tokens, with at least one token and one head"
     )
-    if not isinstance(attention, (list, tuple, np.ndarray)) and not hasattr(attention, "shape"):
+    if not isinstance(attention, (list, tuple)) and not hasattr(attention, "shape"):  # arrays and tensors
         raise ValueError(f"{expected}; got {type(attention).__name__}")
     try:
         layers = [np.asarray(a, "float64") for a in attention]

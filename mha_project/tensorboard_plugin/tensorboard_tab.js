@@ -29,19 +29,21 @@ export async function render() {
   };
   const latest = runs.reduce((best, r, i) => (r.last > runs[best].last ? i : best), 0);
   let right = null;
-  const arrange = () => {  // a run against itself: before training | last epoch; two runs: both at their last
-    if (!right) return Promise.resolve();
+  // After a run is picked: alone, its last epoch; a run against itself, before training | last epoch; two
+  // runs, both at their last.
+  const arrange = () => {
+    if (!right) return left.goTo(true);
     const same = left.run() === right.run();
     return Promise.all([left.goTo(!same), right.goTo(true)]);
   };
-  const left = await mountPanel(document.getElementById("panel-left"), runs, get, runIndex("run", latest), () => arrange());
+  const left = await mountPanel(document.getElementById("panel-left"), runs, get, runIndex("run", latest), arrange);
   const toggle = document.getElementById("compare-toggle"), rightPanel = document.getElementById("panel-right");
   document.getElementById("compare-control").hidden = !left;
   if (!left) return;
   async function setCompare(on) {
     rightPanel.hidden = !on;
     if (on && !right) {
-      right = await mountPanel(rightPanel, runs, get, runIndex("compare_run", left.run()), () => arrange());
+      right = await mountPanel(rightPanel, runs, get, runIndex("compare_run", left.run()), arrange);
       await arrange();
     }
     window.dispatchEvent(new Event("resize"));  // both views take the width they now have
@@ -51,7 +53,7 @@ export async function render() {
 }
 
 // One head view with its own run list and epoch slider in `root`; opens on run `first` at its last epoch and
-// calls `runChanged()` after another run is picked. Returns { run(), goTo(atEnd) } (the run shown; move the
+// calls `runChanged()` (which moves the sliders) when another run is picked. Returns { run(), goTo(atEnd) } (the run shown; move the
 // slider to its first or last step), or null when no run logged attention.
 async function mountPanel(root, runs, get, first, runChanged) {
   const view = mountHeadView(root, [], {
@@ -81,7 +83,7 @@ async function mountPanel(root, runs, get, first, runChanged) {
     if (mine === asked) { view.setData(data); root.dataset.shown = run.run + "@" + step; }
   }
   function goTo(end) { slider.max = current().steps.length - 1; slider.value = end ? slider.max : 0; return show(); }
-  runSelect.addEventListener("change", async () => { await goTo(true); await runChanged(); });
+  runSelect.addEventListener("change", runChanged);
   slider.addEventListener("input", show);
   runSelect.value = first;
   await goTo(true);

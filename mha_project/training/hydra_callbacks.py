@@ -46,6 +46,8 @@ class JobPrefix(logging.Filter):
 
 
 class ValidateConfig(Callback):
+    job: JobPrefix | None = None  # a sweep's job, between on_job_start and on_job_end
+
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         try:
             validate_config(config)
@@ -92,7 +94,7 @@ class ValidateConfig(Callback):
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
         # What on_job_start changed, back as it was: the basic launcher runs the next job in this process.
-        if getattr(self, "job", None) is None:
+        if self.job is None:
             return
         for handler in logging.getLogger().handlers:
             handler.removeFilter(self.job)
