@@ -8,7 +8,10 @@ INPUT is a table (.csv, .tsv, .jsonl, .parquet; the texts in --text-column) or a
 line (``-``: standard input). Every input row is written, in order, with predicted_class and one prob_<class>
 column per class: to --out (its extension picks CSV, TSV, JSON lines or Parquet) or, without it, to standard
 output in the input's format (CSV for plain text and Parquet). The output file appears only when every row
-is done.
+is done, and keeps the mode of a file it replaces. Every column of the input is kept (JSON lines: every key of
+every row, with its JSON type; Parquet: the file's own types). Refused in one line, before anything is
+written: an --out that is the input itself (a link to it too) or a directory, and an input that already has a
+predicted_class or prob_<class> column. Only the run's model.keras and vocab.txt are read, not its data.
 """
 
 import argparse
