@@ -19,8 +19,8 @@ from mha_project.config import (
     unknown_keys,
 )
 from mha_project.data.folders import check_folder_dataset
-from mha_project.data.tables import table_format
-from mha_project.errors import ConfigError
+from mha_project.errors import ConfigError, typed
+from mha_project.extending import CHECKS
 
 
 def validate_config(cfg: DictConfig) -> None:
@@ -37,12 +37,15 @@ def validate_config(cfg: DictConfig) -> None:
             good = False
         if not good:
             where = "" if shown == key else f" ({key})"
-            raise ConfigError(f"{shown}={_fmt(value)}{where} is invalid: must be {allowed}")
+            allowed = allowed() if callable(allowed) else allowed
+            raise ConfigError(f"{shown}={typed(value)}{where} is invalid: must be {allowed}")
     _check_data(cfg)
     _check_model(cfg)
     _check_trainer(cfg)
     _check_pretrain(cfg)
     _check_logger(cfg)
+    for check in CHECKS:  # the extras' own (mha_project/extending.py)
+        check(cfg)
 
 
 def _check_data(cfg: DictConfig) -> None:
@@ -51,8 +54,6 @@ def _check_data(cfg: DictConfig) -> None:
             f"data.seq_len={cfg.data.seq_len} is invalid: must be <= model.max_len={cfg.model.max_len} "
             "(the position table's length); set seq_len=N to change both"
         )
-    if cfg.data.name == "table":
-        _check_table(cfg)
     if cfg.data.name != "folder":
         return
     path = cfg.data.path
@@ -67,20 +68,6 @@ def _check_data(cfg: DictConfig) -> None:
             "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt"
         )
     check_folder_dataset(path)
-
-
-def _check_table(cfg: DictConfig) -> None:
-    if not cfg.data.path:
-        raise ConfigError("data=table needs data.path=FILE (a .csv, .tsv, .jsonl or .parquet file)")
-    for key in ("path", "test_path"):
-        path = cfg.data[key]
-        if path is None:
-            continue
-        table_format(path, f"data.{key}")
-        if not os.path.isfile(path):
-            raise ConfigError(f"data.{key}={path} does not exist or is not a file")
-    if cfg.data.test_path is None and cfg.data.test_fraction is None:
-        raise ConfigError("data=table needs data.test_path=FILE or data.test_fraction (a number in (0, 1))")
 
 
 def _check_model(cfg: DictConfig) -> None:
@@ -270,5 +257,14 @@ def _has_words(text: str) -> bool:
     return bool(re.sub(f"[{re.escape(string.punctuation)}]", " ", str(text)).split())
 
 
-def _fmt(value) -> str:
-    return "null" if value is None else str(value)
+def check_activation(cfg: DictConfig) -> None:
+    """``model.activation`` names a Keras activation (asked of Keras, so only once it is loaded)."""
+    import keras
+
+    try:
+        keras.activations.get(cfg.model.activation)
+    except ValueError:
+        raise ConfigError(
+            f"model.activation={cfg.model.activation} is invalid: must be a Keras activation "
+            "name such as gelu, relu, silu, tanh"
+        ) from None

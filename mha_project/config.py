@@ -18,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from mha_project.data import TRUNCATIONS
+from mha_project.extending import DATA_SOURCES
 from mha_project.model import (
     INPUT_SCALES,
     NGRAM_BRANCHES,
@@ -27,7 +28,7 @@ from mha_project.model import (
     POSITION_ENCODINGS,
 )
 
-DATASETS = ("fine_foods", "imdb", "ag_news", "folder", "table")  # configs/data/, data/sources.py
+DATASETS = ("fine_foods", "imdb", "ag_news", "folder")  # configs/data/, data/sources.py; the extras add theirs
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 DISTRIBUTIONS = ("none", "mirrored", "data_parallel", "multi_worker")
 # Why trainer.distribution=multi_worker is refused (mha_project/training/distribute.py has the details).
@@ -57,6 +58,11 @@ SHORTCUTS = {
 }
 
 
+def datasets() -> tuple[str, ...]:
+    """Every ``data=`` name: the core's and the extras' (``mha_project/extending.py``)."""
+    return (*DATASETS, *DATA_SOURCES)
+
+
 def keras_backend() -> str:
     """The Keras backend this process runs on: ``KERAS_BACKEND``, Keras's own default when unset."""
     return os.environ.get("KERAS_BACKEND", "tensorflow")
@@ -77,7 +83,7 @@ def _positive_int(v):
 def checked(ok, allowed: str, shown: str | None = None):
     """A schema field whose value :func:`validate_config` checks: ``ok(value)`` must hold, ``allowed`` says
     what may stand there, ``shown`` is the name a user types (default: the shortcut that sets the key, else
-    the key)."""
+    the key); ``allowed`` may be a function that says it when asked."""
     return field(default=MISSING, metadata={"ok": ok, "allowed": allowed, "shown": shown})
 
 
@@ -85,7 +91,7 @@ def checked(ok, allowed: str, shown: str | None = None):
 # error (MISSING) rather than a silent second default.
 @dataclass
 class DataConfig:
-    name: str = checked(lambda v: v in DATASETS, "one of " + ", ".join(DATASETS), shown="data")
+    name: str = checked(lambda v: v in datasets(), lambda: "one of " + ", ".join(datasets()), shown="data")
     tfds_name: Optional[str] = MISSING
     path: Optional[str] = MISSING
     data_dir: Optional[str] = MISSING

@@ -27,3 +27,12 @@ def printable(text: str) -> str:
     'bad ?[2Jrun?dir'
     """
     return "".join("?" if (ord(c) < 32 or 127 <= ord(c) < 160) else c for c in text)
+
+
+def typed(value) -> str:
+    """A config value as a user types it: ``null`` for None.
+
+    >>> typed(None), typed(0.5)
+    ('null', '0.5')
+    """
+    return "null" if value is None else str(value)

@@ -39,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic
 from mha_project.config import keras_backend
-from mha_project.errors import RunDirRefused, UserError, message_line
+from mha_project.errors import RunDirRefused, UserError, message_line, typed
 
 IDENTITY_FILE = "run.json"
 FAILURE_FILE = "failure.json"  # why a run stopped before it finished (train.py); the tools name the reason
@@ -110,7 +110,7 @@ def differences(old: dict, new: dict, limit: int = 3) -> list[str]:
     """``key: old -> new`` for the first ``limit`` dotted keys whose values differ."""
     a, b = _flatten(old), _flatten(new)
     keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<absent>") != b.get(k, "<absent>")]
-    return [f"{k}: {_show(a.get(k, '<absent>'))} -> {_show(b.get(k, '<absent>'))}" for k in keys[:limit]] + (
+    return [f"{k}: {typed(a.get(k, '<absent>'))} -> {typed(b.get(k, '<absent>'))}" for k in keys[:limit]] + (
         [f"... {len(keys) - limit} more"] if len(keys) > limit else []
     )
 
@@ -298,10 +298,6 @@ def _flatten(d, prefix: str = "") -> dict:
         else:
             out[key] = v
     return out
-
-
-def _show(v) -> str:
-    return "null" if v is None else str(v)
 
 
 # outputs/runs/latest (and outputs/debug/latest): a small file naming the last run that finished beside it.

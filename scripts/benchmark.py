@@ -30,6 +30,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.checks import validate_config
 from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.config import register_configs

@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.cli import finish_all
 from mha_project.training.history import steady_examples_per_second
 

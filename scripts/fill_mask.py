@@ -8,6 +8,7 @@ Prints, for each [MASK], the top-k words with their probabilities.
 
 import argparse
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 

@@ -14,6 +14,7 @@ With --json, prints one JSON object {"heads": [{"layer", "head", "normalized_ent
 import argparse
 import json
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir

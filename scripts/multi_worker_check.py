@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.cli import finish_all
 
 WORKER = """

@@ -18,6 +18,7 @@ import argparse
 import signal
 import sys
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.cli import fail, import_tensorflow_quietly, plural
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
@@ -38,8 +39,8 @@ def main() -> None:
         if args.batch_size < 1:
             raise UserError(f"--batch-size={args.batch_size} is invalid: must be an integer >= 1")
         import_tensorflow_quietly()
-        from mha_project.analysis.predict import predict_file, progress_bar
         from mha_project.analysis.runs import load_run
+        from mha_project.extras.predict.predict import predict_file, progress_bar
 
         run = load_run(args.run_dir, needs_data=False)  # model.keras and vocab.txt are all predicting needs
         column = args.text_column or run.cfg.data.get("text_column") or "text"

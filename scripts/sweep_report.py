@@ -6,6 +6,7 @@ python scripts/sweep_report.py outputs/multirun/<time>
 import argparse
 from pathlib import Path
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import UserError
 

@@ -9,6 +9,7 @@ Markdown table and, with --json, the same as JSON.
 import argparse
 import json
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.cli import fail
 from mha_project.errors import UserError
 

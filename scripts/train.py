@@ -8,6 +8,7 @@ python scripts/train.py -m heads=1,2,4,8 key_dim=16,64
 import hydra
 from omegaconf import DictConfig
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.cli import import_tensorflow_quietly, run_hydra_app
 from mha_project.config import register_configs
 
@@ -19,7 +20,7 @@ def main(cfg: DictConfig):
     # The one deferred import: TensorFlow loads only after Hydra's callback has validated the config, so a
     # bad value is answered in about a second (mha_project.config and the callback import no TensorFlow).
     import_tensorflow_quietly()
-    from mha_project.training.train import run_from_cli
+    from mha_project.training.command import run_from_cli
 
     return run_from_cli(cfg)
 

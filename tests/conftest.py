@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+import mha_project.extras  # noqa: F401  (every extra present registers itself with the core, as in scripts/)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -130,7 +130,7 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     assert "only the first 32 are used (data.seq_len, data.truncation=head)" in long["notice"]
     with pytest.raises(UserError, match="text is empty"):
         inspect_text(tiny_run, "  ")
-    # Issue case (a real fine_foods review): "$...$" was parsed as matplotlib mathtext and crashed.
+    # A real fine_foods review: "$...$" is drawn as text, never parsed as matplotlib mathtext.
     inspect_text(tiny_run, "What a waste of $$ buying things for $5 and $3", out=str(tmp_path / "money.png"))
     assert (tmp_path / "money.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -155,7 +155,7 @@ def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
 
 @pytest.mark.parametrize("scale", ["shared", "per_head"])
 def test_heatmap_scales_are_what_the_title_says_and_the_uniform_mark_is_readable(scale):
-    # Issue case: each head had its own colour scale (0.8 vs 1.0) and "1/n" sat on the "0.2" tick.
+    # One colour scale for every head, and the uniform weight "1/n" on its own tick.
     import matplotlib.image
 
     from mha_project.attention.plots import attention_grid, figure_to_png

@@ -121,7 +121,7 @@ def test_the_schema_holds_types_only_and_every_value_is_in_the_yaml():
 
 
 def test_an_odd_key_dim_with_rotary_positions_is_refused_before_anything_runs():
-    # Issue case: it failed inside fit, after history.csv existed, so the corrected re-run was refused.
+    # Refused before anything is written, so the corrected command can use the same run directory.
     with pytest.raises(ConfigError, match=r"^key_dim=7 is invalid with model.position_encoding=rotary: .* even"):
         validate_config(compose_train("model.position_encoding=rotary", "key_dim=7"))
     validate_config(compose_train("model.position_encoding=rotary", "key_dim=8"))
@@ -129,7 +129,7 @@ def test_an_odd_key_dim_with_rotary_positions_is_refused_before_anything_runs():
 
 
 def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
-    # Issue case: seq_len=100000 data.bucketing=false ended in ResourceExhaustedError.
+    # Attention's memory is estimated up front: seq_len=100000 without bucketing is one line, not an OOM.
     from mha_project.checks import attention_memory_bytes
 
     with pytest.raises(ConfigError, match=r"^seq_len=100000 is invalid with data.bucketing=false here: .* GiB"):
@@ -140,7 +140,7 @@ def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
 
 
 def test_help_offers_only_real_options_in_each_group():
-    # Issue case: `--help` offered `data: common` and `pretrain: common`, base files that are no option.
+    # `--help` offers only real options: the shared base files of data/ and pretrain/ are not among them.
     listing = run_script("train.py", "--help").stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
     groups = dict(line.split(": ", 1) for line in listing.splitlines() if ": " in line)
     assert groups["data"].split(", ") == ["ag_news", "fine_foods", "folder", "imdb", "table"]

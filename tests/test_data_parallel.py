@@ -51,11 +51,11 @@ def test_two_processes_train_the_model_one_process_trains(check):
 
 @pytest.mark.subprocess
 def test_the_jax_backend_trains_evaluates_and_exports_a_run(check):
-    # Issue case: KERAS_BACKEND=jax stopped at make_vectorizer (ragged output is TensorFlow-only in Keras).
+    # KERAS_BACKEND=jax trains end to end (the vectorizer's ragged output is TensorFlow-only in Keras).
     run_dir = check[1] / "round_0" / "one_process"
     recorded = json.loads((run_dir / "metrics.json").read_text())
     assert recorded["hparams"]["heads"] == 2 and 0 <= recorded["test_accuracy"] <= 1
-    # Issue case: the libraries' start-up and export chatter on the JAX backend.
+    # The libraries' start-up and export chatter on the JAX backend stays out of the output.
     printed = run_dir.with_name("one_process.out").read_text()
     for chatter in ("Unable to initialize backend", "Assets written to", "unsaved custom gradients", "cuInit"):
         assert chatter not in printed, chatter

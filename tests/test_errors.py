@@ -73,7 +73,7 @@ def folder_cases(tmp_path: Path):
     empty = write_folder_dataset(tmp_path / "empty", per_class=2, extra_train=())
     for f in (empty / "test").rglob("*.txt"):
         f.unlink()
-    # Issue cases: one class without files in one split (trained on one class: val 1.0, test 0.5) ...
+    # A class without files in one split is refused (it would train on one class: val 1.0, test 0.5) ...
     one_empty_class = write_folder_dataset(tmp_path / "one_empty_class", per_class=2, extra_train=())
     for f in (one_empty_class / "test" / "pos").glob("*.txt"):
         f.unlink()
@@ -112,7 +112,7 @@ def test_tfds_offline_is_answered_in_seconds_and_the_run_dir_says_why_it_failed(
     result = run_script("train.py", "data=imdb", f"data.data_dir={tmp_path / 'tfds'}", f"hydra.run.dir={run_dir}")
     assert_clean_failure(result, "data=imdb", "data=fine_foods", "data=folder", "data.data_dir")
     assert "[absl]" not in result.stdout  # TFDS's log lines before the error are not the news
-    # Issue case: the half-made directory read as "not a run directory"; its record now says why it failed.
+    # The half-made directory's record says why it failed (the tools do not call it "not a run directory").
     failure = json.loads((run_dir / "failure.json").read_text())
     assert failure["status"] == "failed" and failure["stage"] == "started" and "data=imdb" in failure["reason"]
     for script, *extra in (("evaluate.py",), ("inspect_attention.py", "great tea")):
@@ -160,7 +160,7 @@ def test_nan_loss_stops_with_a_clear_message(tmp_path):
 
 @pytest.mark.slow
 def test_a_diverged_run_keeps_no_nan_checkpoint_and_names_its_one_epoch(tmp_path):
-    # Issue case: NaN weights still score the majority share, so val_accuracy alone called them "best".
+    # NaN weights still score the majority share: they are never kept as the "best" epoch.
     run = tmp_path / "run"
     result = train_tiny(run, "data.limit=200", "lr=1e10", *QUIET)
     assert_clean_failure(result, "training diverged: loss became NaN/inf in epoch 1 of 1")
@@ -251,7 +251,7 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     result = train_tiny(folder_run, "data=folder", f"data.path={data}", *QUIET)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("test/extra has no train/ twin and is ignored") == 1  # it was printed three times
-    # Issue case: files added to test/ after training gave another accuracy, read as the recorded one.
+    # Files added to test/ after training: the tools warn that the data changed since the recorded figures.
     from mha_project.analysis.evaluate import evaluate_run
     from mha_project.analysis.head_importance import run_head_importance
     from mha_project.errors import UserError

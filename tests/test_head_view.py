@@ -111,7 +111,7 @@ def test_head_view_in_a_real_browser_for_512_tokens(tmp_path, page):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path, page):
-    # Issue case: "<!--<script>" in the data put the browser's parser in a state where the script never ran.
+    # "<!--<script>" in a token leaves the page's script running (the data is escaped for the HTML parser).
     items = synthetic(12)
     items[0]["tokens"][2] = "<!--<script>"
     items[0]["text"] = "a review with <!--<script> inside"

@@ -108,14 +108,14 @@ def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(s
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_single_runs_table_has_the_declared_metrics_only_and_a_failed_run_says_so(tiny_run, tmp_path):
-    # Issue case: without an experiment config TensorBoard made a column of each of 36 scalars (every
-    # per-head entropy, the clock); a run declares its five.
-    from mha_project.training.train import point_latest_at
+    # A run declares its five metrics; without an experiment config TensorBoard would make a column of every
+    # scalar (each head's entropy, the clock).
+    from mha_project.training.reporting import point_latest_at
 
     diverged = tmp_path / "outputs" / "runs" / "diverged"
     result = train_tiny(diverged, "lr=1e30", *QUIET)
     assert result.returncode == 2 and "training diverged" in result.stderr
-    # Issue case: TensorBoard followed outputs/runs/latest and showed the run twice; latest is a file now.
+    # latest is a file, not a link TensorBoard would follow and show as the same run twice.
     point_latest_at(diverged)
     assert (diverged.parent / "latest").is_file()
     for logdir, status in ((tiny_run, "STATUS_SUCCESS"), (diverged.parent, "STATUS_FAILURE")):

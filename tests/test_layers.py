@@ -7,9 +7,9 @@ from conftest import small_model_config
 from mha_project.attention.scores import attention_scores
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
-from mha_project.model.heads import MaskedMeanPooling
 from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
 from mha_project.model.ngrams import ngram_rows
+from mha_project.model.poolings import MaskedMeanPooling
 from mha_project.model.rotary import RotaryMultiHeadAttention, rotate_positions
 
 
@@ -386,7 +386,7 @@ class KerasLayerChecks(TestCase):
         )
 
     def test_pooling_layers(self):
-        from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling
+        from mha_project.model.poolings import FirstTokenPooling, MaskedMaxPooling
 
         for pooling in (MaskedMeanPooling, MaskedMaxPooling, FirstTokenPooling):
             self.run_layer_test(
@@ -394,7 +394,7 @@ class KerasLayerChecks(TestCase):
             )
 
     def test_masked_lm_head(self):
-        from mha_project.model.heads import MaskedLMHead
+        from mha_project.model.pretraining import MaskedLMHead
 
         # Tied to the token embedding, the head is called with it: the untied form is what stands alone.
         self.run_layer_test(
@@ -408,7 +408,7 @@ class KerasLayerChecks(TestCase):
 
 
 def test_encoder_block_returns_scores_in_the_functional_api():
-    # Issue case: a symbolic call returned one tensor where an eager call returns two.
+    # A symbolic call returns the output and the scores, as an eager call does.
     inputs = keras.Input((7, 12))
     out, scores = EncoderBlock(num_heads=3, key_dim=4, ff_dim=8)(inputs, return_attention_scores=True)
     assert tuple(out.shape) == (None, 7, 12) and tuple(scores.shape) == (None, 3, 7, 7)
@@ -418,7 +418,7 @@ def test_encoder_block_returns_scores_in_the_functional_api():
 
 
 def test_a_bfloat16_classifier_loads_and_predicts_in_a_float32_process(tmp_path):
-    # Issue case: sub-layers took the loading process's global policy instead of the layer's own.
+    # Sub-layers keep the saved layer's dtype policy, whatever the loading process's global policy.
     from mha_project.training.saving import load_model_safely
 
     keras.mixed_precision.set_global_policy("mixed_bfloat16")

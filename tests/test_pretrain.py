@@ -420,7 +420,7 @@ def test_fill_mask_script(pretrained_run, tiny_run):
         assert len(words) == 3 and probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0001
         assert "[MASK]" not in words
 
-    # Issue case: more [MASK]s than the model reads were answered in part without a word.
+    # More [MASK]s than the model reads: the ones past seq_len are said to be cut, not silently left unanswered.
     many = run_script("fill_mask.py", str(run_dir), " ".join(["[MASK]"] * 100))
     assert many.returncode == 0, many.stderr[-2000:]
     answered = [line for line in many.stdout.splitlines() if line.startswith("[MASK] ")]

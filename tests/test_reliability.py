@@ -127,7 +127,7 @@ def test_two_workers_on_localhost_can_train_with_model_fit():
 
 @pytest.mark.slow
 def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_fails_too(tmp_path, monkeypatch):
-    # Issue case: the failure handler's own TensorBoard write raised on the full disk and hid the real failure.
+    # The failure handler's own TensorBoard write fails on the full disk too: the real failure stays the news.
     import errno
 
     import mha_project.training.stages

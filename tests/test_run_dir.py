@@ -109,7 +109,7 @@ def test_overwrite_removes_only_the_files_a_run_writes(tmp_path):
 
 @pytest.mark.slow
 def test_cli_overwrite_never_deletes_a_users_files(tmp_path):
-    # Issue case: a directory of the user's own work that happens to use names a run writes.
+    # A directory of the user's own work that happens to use names a run writes is left alone.
     run_dir = tmp_path / "mine"
     own = {"metrics.json": "{}", "checkpoints/my_model.ckpt": "w", "tensorboard/events.mine": "e"}
     for name, text in own.items():
@@ -365,7 +365,7 @@ def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(
 
 def test_a_latest_file_naming_no_run_says_so_and_what_it_names(tmp_path):
     from mha_project.run_dir import check_run_dir
-    from mha_project.training.train import point_latest_at
+    from mha_project.training.reporting import point_latest_at
 
     runs = tmp_path / "outputs" / "runs"
     (runs / "2026-12-01_10-00-00").mkdir(parents=True)
@@ -399,7 +399,7 @@ def test_the_identity_holds_the_backend(monkeypatch):
 
 def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_users_file(tmp_path):
     from mha_project.run_dir import RUN_FORMAT, check_run_dir
-    from mha_project.training.train import point_latest_at
+    from mha_project.training.reporting import point_latest_at
 
     for folder in ("runs", "debug"):  # debug=... runs land in outputs/debug/ and get their own latest
         runs = tmp_path / "outputs" / folder
@@ -449,7 +449,7 @@ def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_us
 def test_next_steps_quote_paths_that_need_it_and_fit_the_run(tmp_path):
     import shlex
 
-    from mha_project.training.train import next_steps
+    from mha_project.training.reporting import next_steps
 
     odd = tmp_path / 'my runs <1> "x"'
     steps = next_steps(odd, head_view=True).splitlines()[1:]

@@ -75,8 +75,8 @@ def tf_tensor_value(event):
 
 @pytest.mark.slow
 def test_schedule_ends_at_zero_when_training_ends_at_long_seq_len(tmp_path):
-    # Issue case: sized from ceil(n / batch) + one partial batch per length bucket, the schedule at long
-    # seq_len assumed steps that never came and training ended near the peak rate.
+    # The schedule is sized from the pipeline's real batch count (bucketed batches included), so at a long
+    # seq_len the rate still reaches 0 at the last step rather than ending near its peak.
     from conftest import TINY, compose_cfg
     from mha_project.training.train import train
 

@@ -99,8 +99,8 @@ def test_report_means_over_seeds(tmp_path):
 
 @pytest.mark.parametrize("seeds", [1, 2])
 def test_report_plot_keeps_coinciding_lines_visible_and_shows_the_majority_class(tmp_path, seeds):
-    # Issue case: a sweep stuck at the majority class drew flat lines on the plot's edges, key_dim=4
-    # hidden under key_dim=8, and titles about a band "over seeds" from one seed.
+    # A sweep stuck at the majority class: its flat lines stay visible (not on the plot's edges, key_dim=4 not
+    # hidden under key_dim=8), and a title speaks of seeds only when there are several.
     from mha_project.analysis.report import collect_jobs, sweep_figure
 
     num = 0

@@ -96,7 +96,7 @@ def test_exported_model_takes_raw_strings_and_names_its_outputs(tiny_run: Path):
     assert [c.decode() for c in out["classes"].numpy()[0]] == names
     assert [c.decode() for c in out["predicted_class"].numpy()] == [names[i] for i in probs.argmax(-1)]
 
-    # What a real client sees (Issue case: a bare output_0): TensorFlow's own saved_model_cli.
+    # What a real client sees (named outputs, not a bare output_0): TensorFlow's own saved_model_cli.
     # Beside this interpreter first: `venv/bin/python -m pytest` works without an activated venv.
     beside = Path(sys.executable).with_name("saved_model_cli")
     cli = str(beside) if beside.is_file() else shutil.which("saved_model_cli")
@@ -218,8 +218,8 @@ def test_several_validations_per_epoch(tmp_path):
 
 
 def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tmp_path: Path):
-    # Issue cases: a mixed_bfloat16 run's model.keras broke every tool that loads it (sub-layers took the
-    # loading process's float32 policy), and "$...$" in a probe text killed the run at its first epoch end.
+    # A mixed_bfloat16 run's model.keras loads in every tool (each sub-layer keeps the layer's own policy, not
+    # the loading process's float32), and "$...$" in a probe text is drawn as text, not parsed as mathtext.
     # In-process (each tool's command line is tested on its own): the tools run under float32, as a new
     # process would.
     import keras

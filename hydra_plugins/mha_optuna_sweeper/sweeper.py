@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from mha_project.cli import shown
 from mha_project.errors import ConfigError
-from mha_project.studies import (
+from mha_project.extras.optuna.studies import (
     HEARTBEAT_SECONDS,
     fail_dead_trials,
     import_optuna,

@@ -16,11 +16,10 @@ from mha_project.atomic import write_text_atomic
 from mha_project.attention.plots import plt, save_figure
 from mha_project.cli import shown
 from mha_project.errors import UserError
-from mha_project.studies import import_optuna, make_storage, read_study_pointer
+from mha_project.extending import SWEEP_REPORT_SECTIONS
 
 # Fewer complete trials than this: the report gives no parameter importances (fANOVA on a handful of trials
 # ranks noise).
-MIN_TRIALS_FOR_IMPORTANCES = 10
 METRIC_COLUMNS = ("best_val_accuracy", "test_accuracy", "params", "train_seconds", "epochs_run")
 # Always predicting the training set's majority class: the line a sweep that learned nothing sits on.
 MAJORITY = {"best_val_accuracy": "majority_val_accuracy", "test_accuracy": "majority_test_accuracy"}
@@ -107,7 +106,7 @@ def to_table(jobs: list[dict]) -> tuple[list[str], list[list[str]]]:
             [
                 job["job"],
                 *[_override_shown(job["overrides"].get(k, "")) for k in keys],
-                *[_fmt(job.get(c)) for c in METRIC_COLUMNS],
+                *[cell(job.get(c)) for c in METRIC_COLUMNS],
                 job["status"],
                 job["reason"],
             ]
@@ -149,13 +148,13 @@ def seed_summary(jobs: list[dict], seed_key: str = "seed") -> tuple[list[str], l
             [
                 *values,
                 str(len(group)),
-                _fmt(float(np.mean(val))),
-                _fmt(float(np.mean(test))),
-                _fmt(min(test)),
-                _fmt(max(test)),
-                _fmt(float(np.mean([j["train_seconds"] for j in group]))),
+                cell(float(np.mean(val))),
+                cell(float(np.mean(test))),
+                cell(min(test)),
+                cell(max(test)),
+                cell(float(np.mean([j["train_seconds"] for j in group]))),
                 *(
-                    [_fmt(float(np.mean([j[k] for j in group]))) for k in ("head_entropy_min", "head_entropy_mean")]
+                    [cell(float(np.mean([j[k] for j in group]))) for k in ("head_entropy_min", "head_entropy_mean")]
                     if with_entropy
                     else []
                 ),
@@ -253,79 +252,12 @@ def write_report(sweep_dir) -> dict:
         csv.writer(by_config).writerows([summary[0], *summary[1]])
         write_text_atomic(sweep_dir / "report_by_config.csv", by_config.getvalue())
     write_text_atomic(sweep_dir / "report.csv", buffer.getvalue())
-    study = study_report(sweep_dir)
-    if study is not None:
-        text += "\n" + study["markdown"]
+    sections = [section for section in (add(sweep_dir) for add in SWEEP_REPORT_SECTIONS) if section is not None]
+    for section in sections:  # the extras' (an Optuna study's trials and importances)
+        text += "\n" + section["markdown"]
     write_text_atomic(sweep_dir / "report.md", f"# Sweep report: {sweep_dir.name}\n\n{intro}{text}")
     plotted = plot(jobs, sweep_dir / "report.png")
-    return {"jobs": jobs, "markdown": text, "plot": plotted, "study": study}
-
-
-def study_report(sweep_dir: Path) -> dict | None:
-    """The Optuna study a sweep filled (``optuna_study.json`` in the sweep dir names it): every trial's
-    state, value and parameters (``study.csv``), the best trial, and ``optuna.importance``'s parameter
-    importances (``importances.png``); None for a sweep without a study."""
-    pointer = read_study_pointer(sweep_dir)
-    if pointer is None:
-        return None
-    optuna = import_optuna()
-    study = optuna.load_study(
-        study_name=pointer["study_name"], storage=make_storage(pointer["storage"], heartbeat=False)
-    )
-    trials = study.get_trials(deepcopy=False)
-    names = sorted({name for t in trials for name in t.params})
-    header = ["trial", "state", "value", "validations", *names, "run_dir"]
-    rows = [
-        [
-            str(t.number),
-            t.state.name.lower(),
-            _fmt(t.value),
-            str(len(t.intermediate_values)),
-            *[shown(t.params[name]) if name in t.params else "" for name in names],
-            str(Path(t.user_attrs.get("sweep_dir", "")) / f"trial_{t.number}"),
-        ]
-        for t in trials
-    ]
-    counts = {}
-    for t in trials:
-        counts[t.state.name.lower()] = counts.get(t.state.name.lower(), 0) + 1
-    text = f"## Optuna study `{pointer['study_name']}` ({', '.join(f'{n} {s}' for s, n in counts.items())})\n\n"
-    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    importances = {}
-    if complete:
-        best = study.best_trial
-        text += (
-            f"Best: trial {best.number}, {_fmt(best.value)} with "
-            + " ".join(f"{k}={shown(v)}" for k, v in best.params.items())
-            + "\n\n"
-        )
-        constant = sorted(n for n in names if len({repr(t.params.get(n)) for t in complete}) == 1)
-        if len(complete) < MIN_TRIALS_FOR_IMPORTANCES:
-            text += (
-                f"Importances: not computed from {len(complete)} complete trial(s); fANOVA needs many trials that "
-                f"vary each parameter (at least {MIN_TRIALS_FOR_IMPORTANCES} here) before its ranking means much.\n\n"
-            )
-        else:
-            try:
-                importances = optuna.importance.get_param_importances(study)
-            except (RuntimeError, ValueError) as err:  # parameters that never varied, and the like
-                text += f"Importances: not computed ({err}).\n\n"
-            if importances and constant:
-                text += (
-                    f"Importances: {', '.join(constant)} never varied among the complete trials: 0 by construction.\n\n"
-                )
-    if importances:
-        text += markdown(["parameter", "importance"], [[k, f"{v:.3f}"] for k, v in importances.items()]) + "\n"
-        fig, ax = plt.subplots(figsize=(5, 0.5 + 0.4 * len(importances)))
-        ax.barh(list(importances)[::-1], list(importances.values())[::-1])
-        ax.set_xlabel("importance (fANOVA, optuna.importance)")
-        fig.tight_layout()
-        save_figure(fig, sweep_dir / "importances.png")
-    text += markdown(header, rows)
-    buffer = io.StringIO()
-    csv.writer(buffer).writerows([header, *rows])
-    write_text_atomic(sweep_dir / "study.csv", buffer.getvalue())
-    return {"markdown": text, "counts": counts, "importances": importances, "trials": len(trials)}
+    return {"jobs": jobs, "markdown": text, "plot": plotted, "sections": sections}
 
 
 def _override_shown(value: str) -> str:
@@ -365,7 +297,8 @@ def _number(value):
         return math.inf
 
 
-def _fmt(value) -> str:
+def cell(value) -> str:
+    """A value as the report's tables show it (a float to 4 decimals, None as an empty cell)."""
     if value is None:
         return ""
     if isinstance(value, float):

@@ -1,7 +1,7 @@
 """An interactive attention head view: one self-contained HTML file (inline CSS and JS, no network).
 
 The page is ``head_view.html`` next to this module, with ``head_view.js`` and ``head_view.css`` inlined: the
-same script draws the TensorBoard plugin's Attention tab (``mha_project/tensorboard_plugin``).
+same script draws the TensorBoard plugin's Attention tab (``mha_project/extras/tensorboard_tab``).
 
 bertviz's head view is the reference for this picture, but it needs PyTorch and transformers and its
 users report it breaking on long inputs, so this is a small one of our own for Keras models:

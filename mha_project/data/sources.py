@@ -19,8 +19,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from mha_project.data.folders import check_folder_dataset
-from mha_project.data.tables import TableTexts, load_table_splits
 from mha_project.errors import ConfigError
+from mha_project.extending import DATA_SOURCES
 from mha_project.quiet import loggers_at
 
 # Hosts that tensorflow_datasets downloads these datasets from; probed once, with a short timeout,
@@ -177,7 +177,7 @@ class ChainedTexts(Sequence):
 def select_texts(texts, indices):
     """``texts[i] for i in indices``: a list for a list; for :class:`TextFiles`, :class:`TfdsTexts` and
     :class:`TableTexts` the same kind of view (nothing read or copied)."""
-    if isinstance(texts, (TextFiles, TfdsTexts, TableTexts)):
+    if hasattr(texts, "subset"):
         return texts.subset(indices)
     return [texts[i] for i in indices]
 
@@ -195,7 +195,7 @@ def concat_texts(first, second):
 def text_dataset(texts):
     """A tf.data dataset of the texts (strings); for :class:`TextFiles` and :class:`TfdsTexts`, read
     from disk as it goes."""
-    if isinstance(texts, (TextFiles, TfdsTexts, ChainedTexts, TableTexts)):
+    if hasattr(texts, "dataset"):
         return texts.dataset()
     return tf.data.Dataset.from_tensor_slices(list(texts))
 
@@ -241,15 +241,15 @@ def split_fingerprint(texts) -> dict:
 def load_dataset(data_cfg, seed: int) -> TextSplits:
     """Load ``data_cfg.name`` and return seeded train / validation / test splits."""
     loaders = {
-        "fine_foods": _load_fine_foods,
-        "imdb": _load_tfds,
-        "ag_news": _load_tfds,
-        "folder": _load_folder,
-        "table": lambda cfg: load_table_splits(cfg, seed),
+        "fine_foods": lambda cfg, seed: _load_fine_foods(cfg),
+        "imdb": lambda cfg, seed: _load_tfds(cfg),
+        "ag_news": lambda cfg, seed: _load_tfds(cfg),
+        "folder": lambda cfg, seed: _load_folder(cfg),
+        **DATA_SOURCES,  # the extras' (mha_project/extending.py)
     }
     if data_cfg.name not in loaders:
         raise ConfigError(f"data={data_cfg.name} is not a dataset: choose one of {', '.join(loaders)}")
-    (train_texts, train_labels), (test_texts, test_labels), class_names = loaders[data_cfg.name](data_cfg)
+    (train_texts, train_labels), (test_texts, test_labels), class_names = loaders[data_cfg.name](data_cfg, seed)
     present = np.unique(np.asarray(train_labels))
     if len(present) < 2:
         only = class_names[int(present[0])] if len(present) else "none"

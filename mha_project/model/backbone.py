@@ -5,9 +5,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
-
 import keras
 from keras import layers
 
@@ -55,9 +52,6 @@ class EncoderBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
-        # The arguments, kept once: get_config returns them, clone() and from_model_config() fill them.
-        arguments = {name: value for name, value in locals().items() if name in backbone_arguments()}
-
         # === Layers (each with the backbone's dtype policy: a mixed-precision model reloads as one) ===
         rotary = position_encoding == "rotary"
         self.embedding = TokenAndPositionEmbedding(
@@ -71,7 +65,7 @@ class EncoderBackbone(keras.Model):
             name="embedding",
         )
         self.embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
-        self.local_conv = (
+        self.local_convolution = (
             LocalConvolution(local_conv, dropout=dropout, dtype=dtype, name="local_conv") if local_conv else None
         )
         self.blocks = [
@@ -98,8 +92,8 @@ class EncoderBackbone(keras.Model):
         # === Functional model ===
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         x = self.embedding_dropout(self.embedding(token_ids))
-        if self.local_conv is not None:
-            x = self.local_conv(x)
+        if self.local_convolution is not None:
+            x = self.local_convolution(x)
         for block in self.blocks:
             x = block(x)
         if self.final_norm is not None:
@@ -107,13 +101,48 @@ class EncoderBackbone(keras.Model):
         super().__init__(inputs=token_ids, outputs=x, **kwargs)
         if dtype is not None:
             self.dtype_policy = keras.dtype_policies.get(dtype)  # a functional model drops it (keras-hub does this)
-        self.arguments = arguments
+
+        # === Config ===
+        self.vocab_size = vocab_size
+        self.max_len = max_len
+        self.embed_dim = embed_dim
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.ff_dim = ff_dim
+        self.value_dim = value_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation = activation
+        self.use_bias = use_bias
+        self.norm_first = norm_first
+        self.embedding_norm = embedding_norm
+        self.position_encoding = position_encoding
+        self.cls_token = cls_token
+        self.local_conv = local_conv
 
     @classmethod
     def from_model_config(cls, model_cfg, vocab_size: int, **changes) -> EncoderBackbone:
         """The backbone the ``model`` config group describes; ``changes`` override single arguments."""
-        arguments = {name: model_cfg[name] for name in backbone_arguments() if name in model_cfg}
-        arguments.update(vocab_size=vocab_size, cls_token=model_cfg.pooling == "cls")
+        arguments = dict(
+            vocab_size=vocab_size,
+            max_len=model_cfg.max_len,
+            embed_dim=model_cfg.embed_dim,
+            num_layers=model_cfg.num_layers,
+            num_heads=model_cfg.num_heads,
+            key_dim=model_cfg.key_dim,
+            ff_dim=model_cfg.ff_dim,
+            value_dim=model_cfg.value_dim,
+            dropout=model_cfg.dropout,
+            attention_dropout=model_cfg.attention_dropout,
+            activation=model_cfg.activation,
+            use_bias=model_cfg.use_bias,
+            norm_first=model_cfg.norm_first,
+            embedding_norm=model_cfg.embedding_norm,
+            position_encoding=model_cfg.position_encoding,
+            cls_token=model_cfg.pooling == "cls",
+            local_conv=model_cfg.local_conv,
+        )
         return cls(**{**arguments, **changes}, name="backbone")
 
     def clone(self, **changes) -> EncoderBackbone:
@@ -127,6 +156,29 @@ class EncoderBackbone(keras.Model):
         """The token embedding layer (its ``embeddings`` are the tied masked-LM output projection)."""
         return self.embedding.token_embedding
 
+    @property
+    def arguments(self) -> dict:
+        """The constructor's own arguments (``get_config`` less Keras's name, trainable and dtype)."""
+        return {
+            "vocab_size": self.vocab_size,
+            "max_len": self.max_len,
+            "embed_dim": self.embed_dim,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "ff_dim": self.ff_dim,
+            "value_dim": self.value_dim,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "activation": self.activation,
+            "use_bias": self.use_bias,
+            "norm_first": self.norm_first,
+            "embedding_norm": self.embedding_norm,
+            "position_encoding": self.position_encoding,
+            "cls_token": self.cls_token,
+            "local_conv": self.local_conv,
+        }
+
     def get_config(self):
         return {
             "name": self.name,
@@ -138,13 +190,6 @@ class EncoderBackbone(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
-
-
-@functools.cache
-def backbone_arguments() -> tuple[str, ...]:
-    """The names of :class:`EncoderBackbone`'s own arguments, read from its signature."""
-    skip = {"self", "dtype", "kwargs"}
-    return tuple(name for name in inspect.signature(EncoderBackbone.__init__).parameters if name not in skip)
 
 
 def backbone_of(model) -> EncoderBackbone | None:

@@ -8,8 +8,8 @@ from keras import layers
 
 from mha_project.model import NGRAM_BRANCHES, PACKAGE, POOLINGS
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
-from mha_project.model.heads import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
 from mha_project.model.ngrams import BagOfNgrams, NaiveBayesNgrams
+from mha_project.model.poolings import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)

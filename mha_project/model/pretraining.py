@@ -9,7 +9,86 @@ from keras import layers, ops
 
 from mha_project.model import PACKAGE
 from mha_project.model.backbone import EncoderBackbone
-from mha_project.model.heads import MaskedLMHead
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class MaskedLMHead(layers.Layer):
+    """Predicts the token at each masked position: Dense(embed_dim, activation) -> LayerNorm -> logits.
+
+    The BERT / keras-hub head. It runs on the encoder outputs *gathered at the masked positions only*
+    (``(batch, P, embed_dim)``, P ~ 15% of the tokens), so the vocabulary-sized matrix product, the
+    costliest part of a masked-LM step, is paid for those positions and not for every token.
+
+    Args:
+        vocab_size: number of token ids to predict over.
+        activation: of the transform before the output projection.
+        tie_embeddings: project with the transpose of the token embedding (passed to ``call`` as
+            ``embedding_matrix``; BERT does this) instead of an own ``(embed_dim, vocab_size)`` kernel.
+        layer_norm_epsilon: of the LayerNormalization.
+
+    Call args:
+        hidden: ``(batch, P, embed_dim)`` encoder outputs at the masked positions.
+        embedding_matrix: ``(vocab_size, embed_dim)``, required when ``tie_embeddings``.
+
+    Returns float32 logits ``(batch, P, vocab_size)``.
+
+    Example:
+    >>> head = MaskedLMHead(vocab_size=50, tie_embeddings=False)
+    >>> tuple(head(keras.random.normal((2, 3, 8))).shape)
+    (2, 3, 50)
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        activation: str = "gelu",
+        tie_embeddings: bool = True,
+        layer_norm_epsilon: float = 1e-6,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.activation = activation
+        self.tie_embeddings = tie_embeddings
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    def build(self, input_shape):
+        embed_dim = input_shape[-1]
+        self.transform = layers.Dense(embed_dim, activation=self.activation, name="transform", dtype=self.dtype_policy)
+        self.transform.build(input_shape)
+        self.norm = layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="norm", dtype=self.dtype_policy)
+        self.norm.build(input_shape)
+        if self.tie_embeddings:
+            self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="output_bias")
+        else:
+            self.output_dense = layers.Dense(self.vocab_size, name="output_dense", dtype=self.dtype_policy)
+            self.output_dense.build(input_shape)
+        self.built = True
+
+    def call(self, hidden, embedding_matrix=None):
+        x = self.norm(self.transform(hidden))
+        if not self.tie_embeddings:
+            return ops.cast(self.output_dense(x), "float32")
+        if embedding_matrix is None:
+            raise ValueError("MaskedLMHead(tie_embeddings=True) needs embedding_matrix=(vocab_size, embed_dim)")
+        logits = ops.matmul(x, ops.transpose(ops.cast(embedding_matrix, x.dtype)))
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.vocab_size,)
+
+    def compute_output_spec(self, hidden, embedding_matrix=None):
+        return keras.KerasTensor(self.compute_output_shape(hidden.shape), dtype="float32")  # as call returns
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            activation=self.activation,
+            tie_embeddings=self.tie_embeddings,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+        )
+        return config
 
 
 def _task_config(model, **values) -> dict:

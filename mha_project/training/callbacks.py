@@ -369,27 +369,3 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.seconds.append(time.perf_counter() - self._start)
-
-
-class OptunaPruning(keras.callbacks.Callback):
-    """In a job of ``hparams_search=optuna``: report ``monitor`` to the job's trial after every epoch and stop
-    training when the study's pruner says so (Optuna's own Keras integration lives in a separate package,
-    optuna-integration, for Keras 2's ``tf.keras``). A pruned trial is told to the study here; the run then
-    tests and saves its best epoch as any run that stopped early, and records ``pruned_at_epoch``."""
-
-    def __init__(self, study, trial, monitor: str = "val_accuracy"):
-        super().__init__()
-        self.study, self.trial, self.monitor = study, trial, monitor
-        self.pruned_at_epoch = None
-
-    def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(self.monitor)
-        if value is None:
-            return
-        self.trial.report(float(value), step=epoch)
-        if self.trial.should_prune():
-            import optuna
-
-            self.pruned_at_epoch = epoch + 1
-            self.study.tell(self.trial.number, state=optuna.trial.TrialState.PRUNED)
-            self.model.stop_training = True

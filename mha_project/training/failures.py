@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import logging
 import math
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from mha_project.run_dir import STAGES
+from mha_project.atomic import write_json_atomic
+from mha_project.errors import UserError, message_line
+from mha_project.run_dir import FAILURE_FILE, STAGES
+
+log = logging.getLogger("mha_project.training.train")
 
 # What each stage does while it runs (run.json's stage is the last one finished).
 STAGE_WORK = {
@@ -59,5 +65,44 @@ def diverged_message(cfg: DictConfig, counter, best_weights: Path, rounds: int) 
     )
 
 
-def first_line(err: BaseException) -> str:
-    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"
+def write_failure(run_dir: Path, reason: str, stage: str | None = None, overrides=(), traceback=None) -> None:
+    """``failure.json``: why the run stopped, for the tools that read the directory (and for a person); one
+    schema, whether ``train`` recorded it (the stage it reached) or a sweep's job did (its overrides, and the
+    traceback of a bug)."""
+    record = {
+        "status": "failed",
+        "stage": stage,
+        "reason": reason,
+        "overrides": list(overrides),
+        "traceback": traceback,
+    }
+    try:
+        write_json_atomic(Path(run_dir) / FAILURE_FILE, record)
+    except OSError as write_err:  # e.g. the disk is full: the error itself is the news
+        log.warning(f"{FAILURE_FILE} could not be written: {describe(write_err)}")
+
+
+def describe(err: BaseException) -> str:
+    """A user's error as its message; anything else as its type and first line."""
+    return str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {message_line(err)[:200]}"
+
+
+@contextlib.contextmanager
+def failure_recorded(record, on_failure=None):
+    """Run a try of the run; if it fails, record why in ``failure.json`` (a full disk said in one line) and
+    call ``on_failure``. An earlier try's ``failure.json`` is removed first: this try decides again."""
+    with contextlib.suppress(FileNotFoundError):
+        (record.path / FAILURE_FILE).unlink()
+    try:
+        yield
+    except Exception as err:
+        reason = disk_full_message(err, record) if disk_full(err) else describe(err)
+        write_failure(record.path, reason, stage=record.stage)
+        if on_failure is not None:
+            try:
+                on_failure()
+            except Exception as end_err:  # e.g. the disk is still full: the first failure is the news
+                log.warning(f"after the failure, {describe(end_err)}")
+        if disk_full(err):
+            raise UserError(reason) from None
+        raise

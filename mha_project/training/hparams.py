@@ -19,10 +19,8 @@ import typing
 from pathlib import Path
 
 import tensorflow as tf
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from tensorboard.plugins.hparams import api as hp
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary
@@ -93,17 +91,14 @@ def name_of_override_key(key: str) -> str | None:
     return None
 
 
-def run_label() -> str:
+def run_label(job) -> str:
     """How TensorBoard's Attention tab lists this run: in a sweep, its values of the swept keys
     (``heads=8 key_dim=16``, from the sweep's multirun.yaml); else its recorded hyper-parameters set on the
     command line; empty for a run with the defaults or outside Hydra."""
-    if not HydraConfig.initialized():
-        return ""
-    hydra_cfg = HydraConfig.get()
-    overrides = [str(o) for o in hydra_cfg.overrides.task]
+    overrides = [str(o) for o in job.overrides]
     keys = [o.split("=", 1)[0] for o in overrides]
-    sweep_file = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
-    if hydra_cfg.mode == RunMode.MULTIRUN and sweep_file.is_file():
+    sweep_file = Path(job.sweep_dir or ".") / "multirun.yaml"
+    if job.in_sweep and sweep_file.is_file():
         swept = set(sweep_params_of(OmegaConf.load(sweep_file)))
         return " ".join(o for o, key in zip(overrides, keys) if key in swept)
     return " ".join(o for o, key in zip(overrides, keys) if name_of_override_key(key) is not None)

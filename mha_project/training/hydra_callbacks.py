@@ -56,16 +56,9 @@ class ValidateConfig(Callback):
         make_output_dir(config.hydra.run.dir, "hydra.run.dir")
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        # The Optuna sweeper opens its study (sqlite in the sweep dir, configs/hparams_search/optuna.yaml)
-        # before the launcher creates the sweep dir.
+        # A sweeper may open its study in the sweep dir (configs/hparams_search/optuna.yaml) before the
+        # launcher creates it.
         make_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
-        if "mha_optuna_sweeper" in str(config.hydra.sweeper.get("_target_", "")):
-            from mha_project.studies import check_sweep
-
-            try:
-                check_sweep(config.hydra.sweeper, list(config.hydra.overrides.task))
-            except ConfigError as err:
-                fail(str(err))
         if config.logger.tensorboard and config.logger.hparams:
             # One HParams experiment config for the whole sweep, with the swept keys marked (hparams.py); it
             # writes with TensorFlow, whose start-up lines the entry points keep out of the output.
@@ -105,7 +98,7 @@ class ValidateConfig(Callback):
         self.job = None
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        # Each failed job records failure.json and the sweep goes on (train.run_from_cli); a sweep in which
+        # Each failed job records failure.json and the sweep goes on (training/command.py); a sweep in which
         # no job finished must still end with a non-zero exit status, or scripts and CI read it as success.
         sweep_dir = Path(config.hydra.sweep.dir)
         refused = sweep_dir / REFUSED_JOBS

@@ -13,22 +13,32 @@ from mha_project.cli import plural
 from mha_project.data.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.vocabulary import read_vocabulary
-from mha_project.errors import ConfigError, UserError
-from mha_project.model.backbone import backbone_arguments
+from mha_project.errors import ConfigError, UserError, typed
 from mha_project.model.pretraining import build_pretrainer
 from mha_project.run_dir import MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format, recorded
 from mha_project.training.callbacks import FillMaskLogger, Perplexity, tensorboard_callbacks
 from mha_project.training.fitting import fit_resumably, previous_epochs, save_model_atomic, warmup_cosine
 from mha_project.training.history import read_history
-from mha_project.training.hparams import run_label
 
 log = logging.getLogger(__name__)
 
 
 # The backbone arguments a pretrained run must share with the run that fine-tunes its backbone: all but the
 # vocabulary (checked word for word), the dropout rates (the stage has its own) and cls_token (the pooling).
-ARCHITECTURE_KEYS = tuple(
-    name for name in backbone_arguments() if name not in ("vocab_size", "dropout", "attention_dropout", "cls_token")
+ARCHITECTURE_KEYS = (
+    "max_len",
+    "embed_dim",
+    "num_layers",
+    "num_heads",
+    "key_dim",
+    "ff_dim",
+    "value_dim",
+    "activation",
+    "use_bias",
+    "norm_first",
+    "embedding_norm",
+    "position_encoding",
+    "local_conv",
 )
 
 
@@ -42,7 +52,7 @@ def pretrained_backbone(pretrainer, model_cfg):
     return pretrainer.backbone.clone(dropout=model_cfg.dropout, attention_dropout=model_cfg.get("attention_dropout"))
 
 
-def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
+def run_pretraining(cfg, stage_dir: Path, vectorizer, texts, label: str = "") -> dict:
     """Train the masked LM on ``texts`` (resuming from ``stage_dir/backup``); save it; return its summary."""
     pcfg = cfg.pretrain
     stage_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +70,7 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts) -> dict:
     _compile_pretrainer(model, pcfg, steps_per_epoch)
 
     previous = previous_epochs(stage_dir)
-    after_csv = _stage_loggers(cfg, stage_dir, vectorizer, log_initial=not previous)
+    after_csv = _stage_loggers(cfg, stage_dir, vectorizer, log_initial=not previous, label=label)
     fit = fit_resumably(
         model,
         dataset,
@@ -110,7 +120,7 @@ def _compile_pretrainer(model, pcfg, steps_per_epoch: int) -> None:
         model.compile(optimizer=optimizer, jit_compile=False)  # a TensorFlow train_step
 
 
-def _stage_loggers(cfg, stage_dir: Path, vectorizer, log_initial: bool) -> list:
+def _stage_loggers(cfg, stage_dir: Path, vectorizer, log_initial: bool, label: str = "") -> list:
     """The stage's TensorBoard records: what every fit logs, and the probes' [MASK] fills."""
     pcfg, tb_dir = cfg.pretrain, stage_dir / "tensorboard"
     probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
@@ -122,7 +132,7 @@ def _stage_loggers(cfg, stage_dir: Path, vectorizer, log_initial: bool) -> list:
         int(cfg.data.seq_len),
         cfg.data.truncation,
         classify=False,
-        label=("masked LM " + run_label()).strip(),
+        label=f"masked LM {label}".strip(),
         log_initial=log_initial,
     )
     if cfg.logger.tensorboard and pcfg.probe_texts:
@@ -163,7 +173,7 @@ def check_pretrained_source(cfg, vectorizer) -> dict:
         there, here = theirs.model[key], cfg.model[key]
         if there != here:
             raise ConfigError(
-                f"{shown} has another encoder: model.{key}={_show(there)} there, {_show(here)} here; "
+                f"{shown} has another encoder: model.{key}={typed(there)} there, {typed(here)} here; "
                 "fine-tune with the architecture it was pretrained with"
             )
     if (theirs.model.pooling == "cls") != (cfg.model.pooling == "cls"):
@@ -187,7 +197,3 @@ def check_pretrained_source(cfg, vectorizer) -> dict:
     summary = dict(record["results"].get("pretrain") or {"objective": "mlm"})
     summary["from"] = str(source)
     return summary
-
-
-def _show(value) -> str:
-    return "null" if value is None else str(value)

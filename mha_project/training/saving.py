@@ -7,8 +7,8 @@ import keras
 # Keras finds the project's classes only by their registered names: import every module that registers one.
 import mha_project.model.backbone  # noqa: F401  (EncoderBackbone)
 import mha_project.model.classifier  # noqa: F401  (TextClassifier)
-import mha_project.model.heads  # noqa: F401  (the poolings, MaskedLMHead)
 import mha_project.model.layers  # noqa: F401  (TokenAndPositionEmbedding, EncoderBlock, ...)
+import mha_project.model.poolings  # noqa: F401
 import mha_project.model.pretraining  # noqa: F401  (MaskedLanguageModel, ReplacedTokenDetector)
 import mha_project.model.rotary  # noqa: F401  (RotaryMultiHeadAttention)
 import mha_project.training.schedules  # noqa: F401  (WarmupCosine, saved with each model's optimizer)

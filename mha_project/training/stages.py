@@ -20,13 +20,13 @@ from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts
 from mha_project.data.vocabulary import run_vectorizer, save_vocabulary
 from mha_project.errors import ConfigError, UserError
+from mha_project.extending import FIT_CALLBACKS
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.model.ngrams import NaiveBayesNgrams
 from mha_project.run_dir import MODEL_FILE, VOCAB_FILE
 from mha_project.run_dir import STAGE_DIR as PRETRAIN_DIR
-from mha_project.studies import job_trial
-from mha_project.training.callbacks import BestWeights, OptunaPruning, ResumedEarlyStopping, tensorboard_callbacks
+from mha_project.training.callbacks import BestWeights, ResumedEarlyStopping, tensorboard_callbacks
 from mha_project.training.distribute import local_copy, make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
 from mha_project.training.failures import diverged_message
@@ -111,10 +111,10 @@ def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
 
 @dataclasses.dataclass
 class FitPlan:
-    """How the classifier's ``fit`` walks the data: ``rounds`` validations per pass over it."""
+    """How the classifier's ``fit`` walks the data: ``validations_per_epoch`` validations per pass over it."""
 
-    rounds: int
-    epochs: int  # Keras epochs: passes x rounds
+    validations_per_epoch: int
+    epochs: int  # Keras epochs: passes x validations_per_epoch
     steps_per_epoch: int
 
     @property
@@ -128,16 +128,16 @@ class FitPlan:
 def plan_fit(cfg: DictConfig, inputs: Inputs) -> FitPlan:
     """The schedule's length from the pipeline's exact batch count (it counts its bucketed batches), so
     the learning rate reaches 0 where training ends."""
-    rounds = cfg.trainer.validations_per_epoch
+    validations = cfg.trainer.validations_per_epoch
     batches = int(inputs.train.cardinality())
-    if rounds > batches:
+    if validations > batches:
         raise ConfigError(
-            f"trainer.validations_per_epoch={rounds} is invalid: one pass over {len(inputs.data.train_texts)} "
+            f"trainer.validations_per_epoch={validations} is invalid: one pass over {len(inputs.data.train_texts)} "
             f"training texts is {batches} batches of up to {cfg.trainer.batch_size}, so at most {batches} "
             "validations fit"
         )
-    # Keras validates once per "epoch": with several rounds, a Keras epoch is 1/rounds of a repeated pass.
-    return FitPlan(rounds, cfg.trainer.epochs * rounds, math.ceil(batches / rounds))
+    # Keras validates once per "epoch": with several validations, a Keras epoch is a part of a repeated pass.
+    return FitPlan(validations, cfg.trainer.epochs * validations, math.ceil(batches / validations))
 
 
 def save_vocabulary_once(run_dir: Path, inputs: Inputs) -> None:
@@ -146,7 +146,7 @@ def save_vocabulary_once(run_dir: Path, inputs: Inputs) -> None:
         save_vocabulary(inputs.vectorizer, run_dir / VOCAB_FILE)
 
 
-def pretrain_stage(cfg: DictConfig, run_dir: Path, record, inputs: Inputs, strategy, source: dict | None):
+def pretrain_stage(cfg: DictConfig, job, record, inputs: Inputs, strategy, source: dict | None):
     """The masked-LM or ELECTRA stage, or ``pretrain.from_run``'s (``source``: its summary, checked by
     :func:`~mha_project.training.pretraining.check_pretrained_source`); returns the masked LM the
     classifier's encoder starts from, if any."""
@@ -159,10 +159,10 @@ def pretrain_stage(cfg: DictConfig, run_dir: Path, record, inputs: Inputs, strat
                 log.info(f"pretraining also on {len(unlabeled)} unlabeled texts")
                 texts = concat_texts(texts, unlabeled)
             with strategy.scope():
-                summary = run_pretraining(cfg, run_dir / PRETRAIN_DIR, inputs.vectorizer, texts)
+                summary = run_pretraining(cfg, job.run_dir / PRETRAIN_DIR, inputs.vectorizer, texts, run_label(job))
         record.finish_stage("pretrained", pretrain=summary)
     if cfg.pretrain.objective != "none":
-        return run_dir / PRETRAIN_DIR / MODEL_FILE
+        return job.run_dir / PRETRAIN_DIR / MODEL_FILE
     if cfg.pretrain.from_run:
         return Path(cfg.pretrain.from_run) / PRETRAIN_DIR / MODEL_FILE
     return None
@@ -200,27 +200,29 @@ def probes_of(cfg: DictConfig, data: TextSplits) -> tuple[list[str], list | None
     return data.val_texts[: attention.num_probes], data.val_labels[: attention.num_probes]
 
 
-def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, plan: FitPlan) -> None:
-    """``fit`` with early stopping and the best weights kept; records the ``trained`` stage."""
+def fit_stage(cfg: DictConfig, job, record, model, inputs: Inputs, plan: FitPlan) -> None:
+    """``fit`` with early stopping and the best weights kept, and the extras' callbacks
+    (``mha_project/extending.py``); records the ``trained`` stage, with what those callbacks report
+    (``run_results``)."""
+    run_dir = job.run_dir
     best_weights = run_dir / BEST_WEIGHTS
     best_weights.parent.mkdir(exist_ok=True)
     previous = previous_epochs(run_dir)
-    trial = job_trial()  # a job of hparams_search=optuna: its trial, to report to and maybe be pruned by
-    pruning = OptunaPruning(*trial) if trial else None
+    extra_callbacks = [callback for factory in FIT_CALLBACKS for callback in factory(cfg, job)]
     before_csv = [
         BestWeights(best_weights, monitor="val_accuracy", initial_best=best_of(previous, "val_accuracy")),
         ResumedEarlyStopping(
             previous,
             monitor="val_accuracy",
             mode="max",
-            patience=cfg.trainer.early_stopping_patience * plan.rounds,
+            patience=cfg.trainer.early_stopping_patience * plan.validations_per_epoch,
             # No restore_best_weights: BestWeights keeps the best epoch on disk (it survives a resume),
             # and the test loads it from there; one copy of the best weights, not two.
             # Patience counts from the end of the learning-rate warm-up: with epochs=1000 the warm-up
             # alone is 100 epochs, and validation accuracy rises slowly while the rate is tiny.
             start_from_epoch=int(cfg.trainer.warmup_fraction * plan.epochs),
         ),
-        *([pruning] if pruning else []),
+        *extra_callbacks,
     ]
     probes, labels = probes_of(cfg, inputs.data) if encoder_blocks(model) else ([], None)  # a bag alone: no attention
     after_csv = tensorboard_callbacks(
@@ -230,7 +232,7 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
         probes,
         cfg.data.seq_len,
         cfg.data.truncation,
-        label=run_label(),
+        label=run_label(job),
         labels=labels,
         class_names=inputs.data.class_names,
         profile_batches=tuple(cfg.logger.get("profile_batches") or ()) or 0,  # (start, stop) batches, 0 = off
@@ -243,28 +245,31 @@ def fit_stage(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs, pla
         previous,
         before_csv=before_csv,
         after_csv=after_csv,
-        rounds=plan.rounds,
+        rounds=plan.validations_per_epoch,
         validation_data=inputs.val,
         **plan.fit_args(),
     )
     if not fit.finite:
-        raise UserError(diverged_message(cfg, fit.counter, best_weights, plan.rounds))
-    pruned_at = pruning.pruned_at_epoch if pruning else None
-    record.finish_stage("trained", **trained_results(run_dir, fit, plan, pruned_at, len(inputs.data.train_texts)))
+        raise UserError(diverged_message(cfg, fit.counter, best_weights, plan.validations_per_epoch))
+    reported = {
+        key: value for callback in extra_callbacks for key, value in getattr(callback, "run_results", {}).items()
+    }
+    record.finish_stage("trained", **trained_results(run_dir, fit, plan, len(inputs.data.train_texts)), **reported)
 
 
-def trained_results(run_dir: Path, fit, plan: FitPlan, pruned_at: int | None, train_texts: int) -> dict:
+def trained_results(run_dir: Path, fit, plan: FitPlan, train_texts: int) -> dict:
     """What the ``trained`` stage records, in passes over the training data: from ``history.csv`` (every
     epoch, across resumes) and this process's fit (its seconds and speed)."""
     rows = read_history(run_dir / "history.csv")
-    epochs_run = (max(int(r["epoch"]) for r in rows) if rows else fit.counter.last_epoch) / plan.rounds
-    passes_now = len(fit.history.history["loss"]) / plan.rounds  # passes over the training data in this process
+    epochs_run = (max(int(r["epoch"]) for r in rows) if rows else fit.counter.last_epoch) / plan.validations_per_epoch
+    passes_now = (
+        len(fit.history.history["loss"]) / plan.validations_per_epoch
+    )  # passes over the training data in this process
     return dict(
         epochs_run=_epochs(epochs_run),
         best_val_accuracy=best_of(rows, "val_accuracy"),
-        best_epoch=_epochs(best_row(rows, "val_accuracy") / plan.rounds) if rows else None,
-        stopped_early=bool(epochs_run < plan.epochs / plan.rounds),
-        pruned_at_epoch=_epochs(pruned_at / plan.rounds) if pruned_at else None,
+        best_epoch=_epochs(best_row(rows, "val_accuracy") / plan.validations_per_epoch) if rows else None,
+        stopped_early=bool(epochs_run < plan.epochs / plan.validations_per_epoch),
         last_train_accuracy=float(rows[-1]["accuracy"]) if rows and rows[-1].get("accuracy") else None,
         train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
         train_examples_per_second=round(train_texts * passes_now / max(fit.seconds, 1e-9), 1),
@@ -280,14 +285,18 @@ def on_process_zero_alone(cfg: DictConfig, model, plan: FitPlan):
     return copy
 
 
-def test_save_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs) -> None:
-    """Test the best epoch once, save ``model.keras``, export the raw-string SavedModel: one stage each."""
+def test_once(run_dir: Path, record, model, inputs: Inputs) -> None:
+    """Load the epoch that was best on validation and test it, once (the ``tested`` stage)."""
     if (run_dir / BEST_WEIGHTS).exists():
-        model.load_weights(run_dir / BEST_WEIGHTS)  # test the epoch that was best on validation
+        model.load_weights(run_dir / BEST_WEIGHTS)
     if not record.done("tested"):
         with expected_end_of_data():
             test_loss, test_accuracy = model.evaluate(inputs.test, verbose=0)
         record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
+
+
+def save_and_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs) -> None:
+    """``model.keras``, then the raw-string SavedModel (``export=true``): one stage each."""
     if not record.done("saved"):
         save_model_atomic(model, run_dir / "model.keras")
         record.finish_stage("saved")
@@ -326,19 +335,12 @@ def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs)
 
 def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
     """``metrics.json``: what the finished stages recorded, and what the run was."""
-    results = record.results
+    results = record.results  # what each stage recorded: the fit (and the extras' callbacks), the test, pretraining
     majority = int(np.bincount(np.asarray(data.train_labels)).argmax())  # what a model that learned nothing says
     return {
         "test_accuracy": results["test_accuracy"],
         "test_loss": results["test_loss"],
-        "best_val_accuracy": results["best_val_accuracy"],
-        "epochs_run": results["epochs_run"],
-        "best_epoch": results["best_epoch"],
-        "stopped_early": results["stopped_early"],
-        "pruned_at_epoch": results["pruned_at_epoch"],
-        "last_train_accuracy": results["last_train_accuracy"],
-        "train_seconds": results["train_seconds"],
-        "train_examples_per_second": results["train_examples_per_second"],
+        **results,
         "params": int(model.count_params()),
         "dataset": data.name,
         "num_classes": data.num_classes,
@@ -350,7 +352,6 @@ def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
         "majority_test_accuracy": float(np.mean(np.asarray(data.test_labels) == majority)),
         "data_fingerprint": data.fingerprints(),  # evaluate.py warns when the splits differ from these
         "hparams": hparams_of(cfg),
-        "pretrain": results.get("pretrain"),
     }
 
 

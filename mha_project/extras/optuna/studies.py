@@ -320,17 +320,10 @@ def read_study_pointer(sweep_dir: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def job_trial():
-    """In a job of ``hparams_search=optuna``: ``(study, trial)`` to report to, else None. The sweeper sets
-    ``hydra.sweeper.trial`` in each job's overrides; the job opens the study through its storage, so a job in
-    another process or on another machine reports to the same trial."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return None
-    sweeper = HydraConfig.get().sweeper
-    if sweeper.get("trial") is None or sweeper.get("storage") is None:
-        return None
+def job_trial(sweeper):
+    """``(study, trial)`` of a job the sweeper started: the sweeper sets ``hydra.sweeper.trial`` in each job's
+    overrides; the job opens the study through its storage, so a job in another process or on another
+    machine reports to the same trial."""
     optuna = import_optuna()
     pruner = make_pruner(sweeper.pruner, sweeper.pruner_warmup_steps, sweeper.pruner_startup_trials)
     storage = make_storage(sweeper.storage, heartbeat=False)  # the sweeper's process keeps the trial's heartbeat

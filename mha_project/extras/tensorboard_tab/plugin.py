@@ -19,7 +19,7 @@ from werkzeug import wrappers
 
 from mha_project.attention.head_view import MIN_WEIGHT, asset
 from mha_project.attention.head_view_summary import CAPTION, WEIGHTS
-from mha_project.tensorboard_plugin import PLUGIN_NAME
+from mha_project.extras.tensorboard_tab import PLUGIN_NAME
 
 
 class AttentionPlugin(base_plugin.TBPlugin):

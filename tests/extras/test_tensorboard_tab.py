@@ -1,4 +1,4 @@
-"""TensorBoard's Attention tab (mha_project/tensorboard_plugin): a real tensorboard, a real browser."""
+"""TensorBoard's Attention tab (mha_project/extras/tensorboard_tab): a real tensorboard, a real browser."""
 
 import json
 import re
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_ANY_HEADS, drive_head_view, poll, run_script, tensorboard_server, train_tiny
-from mha_project.tensorboard_plugin import PLUGIN_NAME
+from mha_project.extras.tensorboard_tab import PLUGIN_NAME
 
 LONG_PROBE = " ".join(["the coffee was great but the tea"] * 80)  # 560 words: 512 tokens at seq_len=512
 
@@ -185,7 +185,7 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
     from werkzeug.test import Client
 
     from mha_project.attention.head_view_summary import write_head_view_summary
-    from mha_project.tensorboard_plugin.plugin import AttentionPlugin
+    from mha_project.extras.tensorboard_tab.plugin import AttentionPlugin
 
     tokens = ["stale", "coffee", "again"]
     weights = np.full((2, 3, 3), 1 / 3)

@@ -13,8 +13,8 @@ import pytest
 from conftest import QUIET, compose_cfg, event_records, run_script, train_tiny
 from mha_project.checks import validate_config
 from mha_project.data.sources import load_dataset
-from mha_project.data.tables import read_table
 from mha_project.errors import ConfigError
+from mha_project.extras.tables.tables import read_table
 
 WORDS = {"bad": "awful boring stale bad", "good": "great lovely fresh good", "okay": "fine okay average plain"}
 
@@ -67,11 +67,11 @@ def test_rows_without_a_text_or_label_are_dropped_with_one_notice(tmp_path):
     notices = []
     handler = logging.Handler()
     handler.emit = lambda record: notices.append(record.getMessage())
-    logging.getLogger("mha_project.data.tables").addHandler(handler)
+    logging.getLogger("mha_project.extras.tables.tables").addHandler(handler)
     try:
         texts, labels = read_table(write_table(frame, tmp_path / "t.csv"), "review", "stars")
     finally:
-        logging.getLogger("mha_project.data.tables").removeHandler(handler)
+        logging.getLogger("mha_project.extras.tables.tables").removeHandler(handler)
     assert len(texts) == len(labels) == 8
     assert notices == [f"{tmp_path / 't.csv'}: 2 of 10 rows dropped: their text or label is missing"]
 
@@ -160,7 +160,7 @@ def test_a_table_of_one_class_is_refused_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_the_label_format_is_decided_once_for_the_whole_file(tmp_path, monkeypatch, suffix):
-    import mha_project.data.tables as tables
+    import mha_project.extras.tables.tables as tables
 
     monkeypatch.setattr(tables, "CHUNK_ROWS", 4)  # the first chunks hold whole numbers only
     frame = pd.DataFrame({"review": [f"text {i}" for i in range(12)], "stars": [1.0, 2.0] * 5 + [1.5, 2.0]})
@@ -279,9 +279,9 @@ def test_predict_reads_plain_text_lines_and_writes_json_lines_or_parquet(table_r
 
 @pytest.mark.slow
 def test_predict_refuses_bad_input_in_one_line_and_leaves_no_output(table_run, tmp_path):
-    from mha_project.analysis.predict import predict_file
     from mha_project.analysis.runs import load_run
     from mha_project.errors import UserError
+    from mha_project.extras.predict.predict import predict_file
 
     run_dir, path = table_run
     (tmp_path / "empty.csv").write_text("review\n")
@@ -347,7 +347,7 @@ def test_a_sweep_runs_on_a_table_as_on_any_dataset(tmp_path):
 def test_predict_keeps_every_input_column_of_every_row_and_never_writes_over_its_input(
     table_run, tmp_path, monkeypatch
 ):
-    import mha_project.analysis.predict as predict
+    import mha_project.extras.predict.predict as predict
     from mha_project.analysis.runs import load_run
     from mha_project.errors import UserError
 
@@ -386,7 +386,7 @@ def test_predict_keeps_every_input_column_of_every_row_and_never_writes_over_its
 def test_predict_writes_one_parquet_schema_and_keeps_a_replaced_files_mode(table_run, tmp_path, monkeypatch):
     import os
 
-    import mha_project.analysis.predict as predict
+    import mha_project.extras.predict.predict as predict
     from mha_project.analysis.runs import load_run
 
     run_dir, _ = table_run

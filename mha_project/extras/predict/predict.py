@@ -16,8 +16,8 @@ import numpy as np
 
 from mha_project.atomic import new_file_mode
 from mha_project.data.pipeline import encode
-from mha_project.data.tables import PARQUET_EXTRA, TABLE_FORMATS, same_file, table_chunks
 from mha_project.errors import UserError, message_line
+from mha_project.extras.tables.tables import PARQUET_EXTRA, TABLE_FORMATS, same_file, table_chunks
 
 OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 READ_ROWS = 4096  # rows read, predicted and written at a time

@@ -83,7 +83,7 @@ def test_the_report_reads_the_study_states_values_and_importances(finished_sweep
 
 
 def test_the_first_trials_of_a_seeded_tpe_sweep_cover_every_choice_and_every_stratum():
-    from mha_project.studies import STARTUP_TRIALS, make_sampler
+    from mha_project.extras.optuna.studies import STARTUP_TRIALS, make_sampler
 
     study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", 0))
     drawn = []
@@ -108,8 +108,8 @@ def test_the_first_trials_of_a_seeded_tpe_sweep_cover_every_choice_and_every_str
 
 
 def test_importances_come_from_enough_trials_and_name_a_parameter_that_never_varied(tmp_path):
-    from mha_project.analysis.report import study_report
-    from mha_project.studies import write_study_pointer
+    from mha_project.extras.optuna.report import study_report
+    from mha_project.extras.optuna.studies import write_study_pointer
 
     storage = f"sqlite:///{tmp_path}/optuna.db"
     study = optuna.create_study(storage=storage, study_name=STUDY, direction="maximize")

@@ -1,0 +1,13 @@
+"""The extras: what the project adds around the core, each a package here that registers itself with the
+core (``mha_project/extending.py``) when imported.
+
+Importing this package imports every extra present, so deleting one's folder (and its config group and
+tests) removes it and nothing else. Python's own plugin pattern (packaging guide, "Creating and discovering
+plugins": a namespace walked with ``pkgutil``), as entry points would name a folder that may be gone.
+"""
+
+import importlib
+import pkgutil
+
+for _extra in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_extra.name}")
