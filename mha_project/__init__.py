@@ -4,7 +4,7 @@ Importing this package is cheap (no TensorFlow, no Keras), so a bad command line
 second. Keras finds custom classes only by their registered names; the project registers its classes as soon
 as Keras is imported (before or after this package), so a saved model loads the Keras way:
 
-    import keras, mha_project
+    import keras, mha_project.extras  # the extras' classes too (a wide-and-deep model, a masked LM)
     model = keras.saving.load_model("outputs/runs/<time>/model.keras", safe_mode=True)
 """
 
@@ -17,8 +17,15 @@ __version__ = "0.1.0"
 
 
 def register_keras_objects() -> None:
-    """Import every module that registers a Keras serializable, so ``load_model`` finds them by name."""
-    import mha_project.training.saving  # noqa: F401  (it imports each of them)
+    """Import every module that registers a Keras serializable, so ``load_model`` finds them by name: the
+    core's, and those the extras imported so far listed (``mha_project/extending.py``)."""
+    import importlib
+
+    import mha_project.training.saving  # noqa: F401  (it imports each of the core's)
+    from mha_project.extending import KERAS_MODULES
+
+    for name in KERAS_MODULES:
+        importlib.import_module(name)
 
 
 class _RegisterWhenKerasLoads(importlib.abc.MetaPathFinder):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -55,3 +57,32 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@contextlib.contextmanager
+def replaced_atomically(path: os.PathLike):
+    """A temporary path beside ``path`` for a writer that takes a path (Keras's saves, a SavedModel's folder):
+    ``.tmp-<name>``, so a writer that reads the suffix sees the real one. When the block ends it replaces
+    ``path`` (a file with the mode :func:`new_file_mode` gives it, a folder whole); if the block raises it is
+    removed, and ``path`` stays as it was."""
+    path = Path(path)
+    tmp = path.with_name(f".tmp-{path.name}")
+    _remove(tmp)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield tmp
+        if tmp.is_file():
+            os.chmod(tmp, new_file_mode(path))
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)  # a complete folder replaces an older one
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)  # a half-written file only takes space (a full disk's)
+        raise
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink()

@@ -11,11 +11,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from mha_project.config import (
     MULTI_WORKER_UNSUPPORTED,
-    UNLABELED_DATASETS,
-    TrainConfig,
     field_checks,
     keras_backend,
     not_a_setting,
+    schema,
     unknown_keys,
 )
 from mha_project.data.folders import check_folder_dataset
@@ -25,11 +24,12 @@ from mha_project.extending import CHECKS
 
 def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that is out of range. Touches no file."""
-    unknown = unknown_keys(cfg, TrainConfig)
+    declared = schema()  # the core's settings and the extras'
+    unknown = unknown_keys(cfg, declared)
     if unknown:
         raise ConfigError(not_a_setting(unknown[0]))
     _check_backend()
-    for key, shown, ok, allowed in field_checks(TrainConfig):
+    for key, shown, ok, allowed in field_checks(declared):
         value = OmegaConf.select(cfg, key)
         try:
             good = ok(value)
@@ -42,7 +42,6 @@ def validate_config(cfg: DictConfig) -> None:
     _check_data(cfg)
     _check_model(cfg)
     _check_trainer(cfg)
-    _check_pretrain(cfg)
     _check_logger(cfg)
     for check in CHECKS:  # the extras' own (mha_project/extending.py)
         check(cfg)
@@ -77,25 +76,9 @@ def _check_model(cfg: DictConfig) -> None:
             "pairs of query/key features, so key_dim must be even"
         )
     _check_attention_memory(cfg)
-    _check_ngram_memory(cfg)
-    if cfg.model.ngram_weighting != "none" and cfg.model.ngram_branch == "none":
-        raise ConfigError(
-            f"model.ngram_weighting={cfg.model.ngram_weighting} is invalid with model.ngram_branch=none: it "
-            "weights the n-gram branch's features; add model.ngram_branch=bigram (or bigram_alone)"
-        )
-    if cfg.model.ngram_branch == "bigram_alone" and (cfg.pretrain.objective != "none" or cfg.pretrain.from_run):
-        raise ConfigError(
-            "model.ngram_branch=bigram_alone is invalid with pretraining: a bag of n-grams alone has no encoder "
-            "to pretrain; use model.ngram_branch=bigram (the bag beside the encoder)"
-        )
 
 
 def _check_trainer(cfg: DictConfig) -> None:
-    if cfg.trainer.ngram_lr is not None and cfg.model.ngram_branch == "none":
-        raise ConfigError(
-            f"trainer.ngram_lr={cfg.trainer.ngram_lr} is invalid with model.ngram_branch=none: it is the n-gram "
-            "branch's learning rate; add model.ngram_branch=bigram or leave trainer.ngram_lr=null"
-        )
     if cfg.trainer.distribution == "multi_worker":
         raise ConfigError(MULTI_WORKER_UNSUPPORTED)
     if cfg.trainer.distribution == "data_parallel":
@@ -119,21 +102,6 @@ def attention_memory_bytes(batch_size: int, num_heads: int, num_layers: int, len
 
 def _memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def _check_ngram_memory(cfg: DictConfig) -> None:
-    # The hashed-bigram table, its gradient and AdamW's two moments: float32, known before anything loads.
-    if cfg.model.ngram_branch == "none":
-        return
-    # NaiveBayesNgrams: one ratio, one weight, its gradient and two moments per (feature, class).
-    width = 2 * 5 if cfg.model.ngram_weighting == "nb" else cfg.model.ngram_dim
-    need, have = 4 * 4 * cfg.model.ngram_buckets * width, _memory_bytes()
-    if need > have:
-        raise ConfigError(
-            f"model.ngram_buckets={cfg.model.ngram_buckets} is invalid here: its table (x model.ngram_dim="
-            f"{cfg.model.ngram_dim}, with its gradient and optimizer state) would need about {need / 2**30:,.0f} GiB "
-            f"against this machine's {have / 2**30:,.0f} GiB; lower model.ngram_buckets (default 262144)"
-        )
 
 
 BACKENDS = ("tensorflow", "jax")  # Keras backends this project trains on (README "Keras backends and several devices")
@@ -207,46 +175,6 @@ def _check_data_parallel(cfg: DictConfig) -> None:
             f"batch_size={cfg.trainer.batch_size} is invalid with {n} processes: the global batch is split evenly "
             f"between them, so it must be a multiple of {n}"
         )
-    if cfg.pretrain.objective != "none":
-        raise ConfigError(f"pretrain={cfg.pretrain.objective} is invalid with {n} processes: pretrain on one")
-
-
-def _check_pretrain(cfg: DictConfig) -> None:
-    pretrain = cfg.pretrain
-    probes = pretrain.probe_texts
-
-    def has_mask(text) -> bool:
-        return isinstance(text, str) and "[mask]" in text.lower()
-
-    if not OmegaConf.is_list(probes) or not all(has_mask(t) for t in probes):
-        bad = probes if not OmegaConf.is_list(probes) else next(t for t in probes if not has_mask(t))
-        raise ConfigError(
-            f"pretrain.probe_texts has {bad!r}: each probe must be a sentence with [MASK] where a word goes"
-        )
-    if pretrain.extra_unlabeled and cfg.data.name not in UNLABELED_DATASETS:
-        raise ConfigError(
-            f"pretrain.extra_unlabeled=true is invalid with data={cfg.data.name}: it has no unlabeled texts; "
-            "data=imdb (TFDS `unsupervised` split) and data=folder (train/unsup/) have"
-        )
-    if pretrain.extra_unlabeled and pretrain.objective == "none":
-        raise ConfigError("pretrain.extra_unlabeled=true needs a pretraining stage: add pretrain=mlm")
-    if pretrain.objective == "electra" and keras_backend() != "tensorflow":
-        raise ConfigError(
-            f"pretrain=electra is invalid with KERAS_BACKEND={keras_backend()}: its train step "
-            "(two losses and a sampling step) is written in TensorFlow; use pretrain=mlm there"
-        )
-    if pretrain.objective == "electra":
-        for key, allowed in (("generator_size", "a number in (0, 1]"), ("discriminator_weight", "a number > 0")):
-            if pretrain[key] is None:
-                raise ConfigError(f"pretrain.{key}=null is invalid with pretrain=electra: must be {allowed}")
-    source = pretrain.from_run
-    if source is not None and pretrain.objective != "none":
-        raise ConfigError(
-            f"pretrain.from_run={source} reuses that run's pretrained backbone, so this run does not pretrain: "
-            f"drop pretrain={pretrain.objective} (or pretrain.from_run)"
-        )
-    if source is not None and not os.path.isdir(source):
-        raise ConfigError(f"pretrain.from_run={source} does not exist or is not a directory")
 
 
 def _has_words(text: str) -> bool:

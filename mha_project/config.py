@@ -18,15 +18,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from mha_project.data import TRUNCATIONS
-from mha_project.extending import DATA_SOURCES
-from mha_project.model import (
-    INPUT_SCALES,
-    NGRAM_BRANCHES,
-    NGRAM_WEIGHTINGS,
-    OBJECTIVES,
-    POOLINGS,
-    POSITION_ENCODINGS,
-)
+from mha_project.extending import DATA_SOURCES, SETTINGS
+from mha_project.model import INPUT_SCALES, POOLINGS, POSITION_ENCODINGS
 
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")  # configs/data/, data/sources.py; the extras add theirs
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -37,7 +30,6 @@ MULTI_WORKER_UNSUPPORTED = (
     "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=data_parallel "
     "with KERAS_BACKEND=jax (keras.distribution), on one machine or several"
 )
-UNLABELED_DATASETS = ("imdb", "folder")  # datasets with an unlabeled split (pretrain.extra_unlabeled)
 
 
 # The command-line shortcuts (`python scripts/train.py heads=8`) and the keys each one sets, through the
@@ -68,7 +60,7 @@ def keras_backend() -> str:
     return os.environ.get("KERAS_BACKEND", "tensorflow")
 
 
-def _int(v):
+def is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -76,7 +68,7 @@ def _number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _positive_int(v):
+def positive_int(v):
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
@@ -101,67 +93,60 @@ class DataConfig:
     text_column: str = MISSING
     label_column: str = MISSING
     val_fraction: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
-    limit: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
+    limit: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
     vocab_size: int = checked(lambda v: isinstance(v, int) and v >= 3, "an integer >= 3")
-    vocab_sample: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
-    seq_len: int = checked(_positive_int, "an integer >= 1")
+    vocab_sample: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
+    seq_len: int = checked(positive_int, "an integer >= 1")
     truncation: str = checked(lambda v: v in TRUNCATIONS, "one of " + ", ".join(TRUNCATIONS))
     bucketing: bool = MISSING
-    bucket_width: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
-    shuffle_buffer: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
+    bucket_width: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
+    shuffle_buffer: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
 
 
 @dataclass
 class ModelConfig:
-    num_heads: int = checked(_positive_int, "an integer >= 1")
-    key_dim: int = checked(_positive_int, "an integer >= 1")
-    value_dim: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
+    num_heads: int = checked(positive_int, "an integer >= 1")
+    key_dim: int = checked(positive_int, "an integer >= 1")
+    value_dim: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
     dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
     attention_dropout: Optional[float] = checked(lambda v: v is None or 0.0 <= v < 1.0, "null or a number in [0, 1)")
-    num_layers: int = checked(_positive_int, "an integer >= 1")
-    embed_dim: int = checked(_positive_int, "an integer >= 1")
-    ff_dim: int = checked(_positive_int, "an integer >= 1")
-    max_len: int = checked(_positive_int, "an integer >= 1")
+    num_layers: int = checked(positive_int, "an integer >= 1")
+    embed_dim: int = checked(positive_int, "an integer >= 1")
+    ff_dim: int = checked(positive_int, "an integer >= 1")
+    max_len: int = checked(positive_int, "an integer >= 1")
     activation: str = MISSING
     use_bias: bool = MISSING
     norm_first: bool = MISSING
     pooling: str = checked(lambda v: v in POOLINGS, "one of " + ", ".join(POOLINGS))
     embedding_norm: str = checked(lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES))
     position_encoding: str = checked(lambda v: v in POSITION_ENCODINGS, "one of " + ", ".join(POSITION_ENCODINGS))
-    ngram_branch: str = checked(lambda v: v in NGRAM_BRANCHES, "one of " + ", ".join(NGRAM_BRANCHES))
-    ngram_buckets: int = checked(_positive_int, "an integer >= 1")
-    ngram_dim: int = checked(_positive_int, "an integer >= 1")
-    ngram_weighting: str = checked(lambda v: v in NGRAM_WEIGHTINGS, "one of " + ", ".join(NGRAM_WEIGHTINGS))
-    ngram_l2: float = checked(lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
-    encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
-    local_conv: int = checked(lambda v: _int(v) and v >= 0, "an integer >= 0 (0: none)")
+    local_conv: int = checked(lambda v: is_int(v) and v >= 0, "an integer >= 0 (0: none)")
 
 
 @dataclass
 class TrainerConfig:
-    epochs: int = checked(_positive_int, "an integer >= 1")
-    batch_size: int = checked(_positive_int, "an integer >= 1")
+    epochs: int = checked(positive_int, "an integer >= 1")
+    batch_size: int = checked(positive_int, "an integer >= 1")
     lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     weight_decay: float = checked(lambda v: v >= 0, "a number >= 0")
     clipnorm: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
     early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
     jit_compile: bool = MISSING
-    steps_per_execution: int = checked(_positive_int, "an integer >= 1")
-    validations_per_epoch: int = checked(_positive_int, "an integer >= 1")
+    steps_per_execution: int = checked(positive_int, "an integer >= 1")
+    validations_per_epoch: int = checked(positive_int, "an integer >= 1")
     precision: str = checked(lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS))
     distribution: str = checked(lambda v: v in DISTRIBUTIONS, "one of " + ", ".join(DISTRIBUTIONS))
-    join_timeout: int = checked(_positive_int, "an integer >= 1 (seconds)")
-    cpu_devices: Optional[int] = checked(lambda v: v is None or _positive_int(v), "null or an integer >= 1")
-    ngram_lr: Optional[float] = checked(lambda v: v is None or (math.isfinite(v) and v > 0), "null or a number > 0")
+    join_timeout: int = checked(positive_int, "an integer >= 1 (seconds)")
+    cpu_devices: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
 
 
 @dataclass
 class AttentionLogConfig:
     every_n_epochs: int = checked(lambda v: v >= 0, "an integer >= 0 (0 disables)")
-    num_probes: int = checked(lambda v: _int(v) and v >= 0, "an integer >= 0")
+    num_probes: int = checked(lambda v: is_int(v) and v >= 0, "an integer >= 0")
     probe_texts: List[str] = MISSING
-    max_tokens: int = checked(_positive_int, "an integer >= 1")
+    max_tokens: int = checked(positive_int, "an integer >= 1")
     html: bool = MISSING
 
 
@@ -177,31 +162,11 @@ class LoggerConfig:
 
 
 @dataclass
-class PretrainConfig:
-    objective: str = checked(lambda v: v in OBJECTIVES, "one of " + ", ".join(OBJECTIVES), shown="pretrain")
-    epochs: int = checked(_positive_int, "an integer >= 1")
-    batch_size: int = checked(_positive_int, "an integer >= 1")
-    lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
-    warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
-    weight_decay: float = checked(lambda v: v >= 0, "a number >= 0")
-    clipnorm: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
-    mask_rate: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
-    dropout: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
-    tie_embeddings: bool = MISSING
-    extra_unlabeled: bool = MISSING
-    from_run: Optional[str] = checked(lambda v: v is None or v != "", "null or a run directory")
-    probe_texts: List[str] = MISSING
-    generator_size: Optional[float] = checked(lambda v: v is None or 0 < v <= 1, "a number in (0, 1]")
-    discriminator_weight: Optional[float] = checked(lambda v: v is None or v > 0, "a number > 0")
-
-
-@dataclass
 class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
-    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     heads: int = MISSING
     key_dim: int = MISSING
     value_dim: Optional[int] = MISSING
@@ -213,7 +178,7 @@ class TrainConfig:
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
-    seed: int = checked(lambda v: _int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]")
+    seed: int = checked(lambda v: is_int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]")
     deterministic: bool = MISSING
     overwrite: bool = MISSING
     export: bool = MISSING
@@ -222,16 +187,45 @@ class TrainConfig:
     tags: Any = None
 
 
+def schema() -> type:
+    """The schema a config is checked against: :class:`TrainConfig` with the extras' settings added
+    (``mha_project/extending.py``), new groups after ``logger``, keys inside a group after the core's."""
+    import dataclasses
+    import typing
+
+    def copied(node: type) -> list[tuple]:
+        hints = typing.get_type_hints(node)
+        return [
+            (f.name, hints[f.name], field(default=f.default, default_factory=f.default_factory, metadata=f.metadata))
+            for f in dataclasses.fields(node)
+        ]
+
+    def extended(base: type, where: str) -> type:
+        added = [item for extra in SETTINGS.get(where, ()) for item in copied(extra)]
+        return dataclasses.make_dataclass(base.__name__, added, bases=(base,)) if added else base
+
+    fields = []
+    for name, kind, f in copied(TrainConfig):
+        if name in ("model", "trainer"):
+            group = extended(kind, name)
+            f = field(default_factory=group)
+            kind = group
+        fields.append((name, kind, f))
+        if name == "logger":
+            fields += [item for extra in SETTINGS.get("", ()) for item in copied(extra)]
+    return dataclasses.make_dataclass("TrainConfig", fields)
+
+
 def register_configs() -> None:
-    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+    ConfigStore.instance().store(name="train_schema", node=schema())
 
 
-def field_checks(schema, prefix: str = "") -> list[tuple]:
+def field_checks(node, prefix: str = "") -> list[tuple]:
     """(key, name a user types, check, what is allowed) of every checked field, nested dataclasses included."""
     import dataclasses
 
     out = []
-    for f in dataclasses.fields(schema):
+    for f in dataclasses.fields(node):
         key = f"{prefix}{f.name}"
         if f.metadata.get("ok") is not None:
             shown = f.metadata["shown"] or next((name for name, keys in SHORTCUTS.items() if key in keys), key)
@@ -241,12 +235,12 @@ def field_checks(schema, prefix: str = "") -> list[tuple]:
     return out
 
 
-def setting_names(schema=None, prefix: str = "") -> list[str]:
+def setting_names(node=None, prefix: str = "") -> list[str]:
     """Every dotted key a command line may set (``heads``, ``model.num_heads``, ``logger.attention.html``)."""
     import dataclasses
 
     out = []
-    for f in dataclasses.fields(schema or TrainConfig):
+    for f in dataclasses.fields(node or schema()):
         key = f"{prefix}{f.name}"
         nested = f.default_factory if f.default_factory is not dataclasses.MISSING else None
         if nested is not None and dataclasses.is_dataclass(nested):
@@ -265,11 +259,11 @@ def not_a_setting(key: str) -> str:
     return f"{key} is not a setting of this project; {hint}`python scripts/train.py --help` lists the settings"
 
 
-def unknown_keys(cfg, schema, prefix: str = "") -> list[str]:
-    """Dotted keys in ``cfg`` that the dataclass ``schema`` does not declare (``+foo=1`` adds such keys)."""
+def unknown_keys(cfg, node, prefix: str = "") -> list[str]:
+    """Dotted keys in ``cfg`` that the dataclass ``node`` does not declare (``+foo=1`` adds such keys)."""
     import dataclasses
 
-    declared = {f.name: f for f in dataclasses.fields(schema)}
+    declared = {f.name: f for f in dataclasses.fields(node)}
     unknown = []
     for key in cfg.keys():
         if key == "hydra" and not prefix:

@@ -10,14 +10,58 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+# The extras' settings, added to the core's schema (mha_project/config.py): a dataclass per place, "" for new
+# top-level groups (pretrain:), "model" / "trainer" for keys inside those groups.
+SETTINGS: dict[str, list[type]] = {}
+# Top-level config keys that, besides the core's, decide what model a run directory holds (run_dir.py), and
+# dotted keys inside them that do not (a stage's probe texts).
+IDENTITY_KEYS: list[str] = []
+NOT_IDENTITY: list[str] = []
+# Names the run's hyper-parameters are recorded under besides the core's: {name: dotted key} (training/hparams.py).
+HPARAMS: dict[str, str] = {}
+# Each says why a run of a config has no attention to inspect (a bag of n-grams alone), or None:
+# no_attention(cfg) -> str | None.
+NO_ATTENTION: list[Callable] = []
 # data.name -> loader(data_cfg, seed) -> ((train_texts, train_labels), (test_texts, test_labels), class_names)
 DATA_SOURCES: dict[str, Callable] = {}
 # Each runs after the core's own checks of a config (before anything is loaded or written); raises ConfigError.
 CHECKS: list[Callable] = []
+# Each names words the run's vocabulary must hold (the masked LM's [MASK]): reserved_words(cfg) -> list[str].
+RESERVED_WORDS: list[Callable] = []
+# Each may give the classifier the backbone it starts from (a pretraining stage, or another run's), before the
+# run's record is written it checks what it needs: an object with check(cfg, inputs) and
+# backbone(cfg, job, record, inputs, strategy) -> an EncoderBackbone or None. The first backbone is taken.
+BACKBONE_SOURCES: list = []
+# Each may build the classifier for a config instead of the core's TextClassifier (a wide-and-deep model):
+# build(model_cfg, vocab_size, num_classes, backbone) -> a keras.Model or None. The first model is taken.
+CLASSIFIERS: list[Callable] = []
+# Each prepares a built classifier from the training data before it is compiled (a bag's naive-Bayes ratios):
+# ready(cfg, model, inputs).
+MODEL_READY: list[Callable] = []
+# Each may give the classifier's optimizer instead of one AdamW (a second rate for part of the model):
+# optimizer(model, trainer_cfg, adamw) -> an optimizer or None, adamw(lr) being the run's AdamW at peak lr.
+OPTIMIZERS: list[Callable] = []
+# Modules to import once Keras is loaded, so load_model finds the Keras classes they register.
+KERAS_MODULES: list[str] = []
 # Each returns Keras callbacks for the classifier's fit: factory(cfg, job) -> list[keras.callbacks.Callback].
 FIT_CALLBACKS: list[Callable] = []
+# Each is told how a run ended, after its test: run_end(cfg, job, metrics), metrics None for a run that failed
+# (a Keras callback's on_train_end comes before the test and never hears of a failure outside fit).
+RUN_END: list[Callable] = []
+# Each runs when a sweep starts, before its first job: sweep_start(config), Hydra's node inside it.
+SWEEP_START: list[Callable] = []
 # Each adds a section to scripts/sweep_report.py's report: section(sweep_dir) -> {"markdown": ...} or None.
 SWEEP_REPORT_SECTIONS: list[Callable] = []
+
+
+def settings(where: str):
+    """Register the decorated dataclass's fields as settings in the schema at ``where`` ("" top level)."""
+
+    def register(schema: type) -> type:
+        SETTINGS.setdefault(where, []).append(schema)
+        return schema
+
+    return register
 
 
 def data_source(name: str):
@@ -40,3 +84,13 @@ def fit_callbacks(factory: Callable) -> Callable:
     """Register the decorated factory of Keras callbacks for the classifier's fit."""
     FIT_CALLBACKS.append(factory)
     return factory
+
+
+def keras_module(name: str) -> None:
+    """Register a module of Keras classes: imported now if Keras is, else when it is (``mha_project/__init__``)."""
+    import importlib
+    import sys
+
+    KERAS_MODULES.append(name)
+    if "keras" in sys.modules and "mha_project.training.saving" in sys.modules:
+        importlib.import_module(name)

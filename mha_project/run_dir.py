@@ -37,6 +37,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from mha_project import extending
 from mha_project.atomic import write_json_atomic
 from mha_project.config import keras_backend
 from mha_project.errors import RunDirRefused, UserError, message_line, typed
@@ -60,9 +61,9 @@ RUN_FORMAT = 3  # 3: epochs count from 1 in history.csv and TensorBoard, step 0 
 # TensorBoard's run list, which unticks every run past 40.
 ANALYSIS_TB = "analysis"
 
-# The parts of the composed config that decide what model the directory ends up holding (the pretraining
-# stage's probe texts aside), and the Keras backend that trains it.
-IDENTITY_KEYS = ("data", "model", "trainer", "pretrain", "seed", "deterministic")
+# The parts of the composed config that decide what model the directory ends up holding (with the extras'
+# own, extending.IDENTITY_KEYS), and the Keras backend that trains it.
+IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
 
 
 # What a finished run must hold besides metrics.json for the tools that read it back (analysis/).
@@ -96,8 +97,11 @@ TRAINED_FILES = ("pretrain", "history.csv", "backup", "checkpoints/best.weights.
 def identity(cfg: DictConfig) -> dict:
     """The resolved config values that decide the result, as plain data, and the Keras backend."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    ident = {k: resolved[k] for k in IDENTITY_KEYS}
-    ident["pretrain"] = {k: v for k, v in ident["pretrain"].items() if k != "probe_texts"}  # not the model
+    ident = {k: resolved[k] for k in (*IDENTITY_KEYS, *extending.IDENTITY_KEYS) if k in resolved}
+    for dotted in extending.NOT_IDENTITY:  # an extra's keys that decide nothing about the model
+        group, _, key = dotted.rpartition(".")
+        if isinstance(ident.get(group), dict):
+            ident[group] = {k: v for k, v in ident[group].items() if k != key}
     ident["backend"] = keras_backend()
     return ident
 
@@ -374,17 +378,16 @@ def check_run_dir(path, needs_attention: bool = False) -> Path:
         except Exception:  # noqa: BLE001 - a damaged config is reported by the loader, with what to do
             return path
         if not has_attention(cfg):
-            raise no_attention(path, "bigram_alone")
+            raise no_attention(path, cfg)
     return path
 
 
 def has_attention(cfg) -> bool:
-    """Whether a run of this config has attention layers (a bag of n-grams alone has none)."""
-    return OmegaConf.select(cfg, "model.ngram_branch") != "bigram_alone"
+    """Whether a run of this config has attention layers (an extra's model may have none: a bag of n-grams)."""
+    return not any(reason(cfg) for reason in extending.NO_ATTENTION)
 
 
-def no_attention(path, branch) -> UserError:
-    return UserError(
-        f"{path} was trained with model.ngram_branch={branch}: its model is a bag of n-grams without attention "
-        "layers, so there is no attention to inspect; use a run with an encoder"
-    )
+def no_attention(path, cfg) -> UserError:
+    reasons = (reason(cfg) for reason in extending.NO_ATTENTION)
+    said = next((found for found in reasons if found), "holds a model without attention layers: nothing to inspect")
+    return UserError(f"{path} {said}")

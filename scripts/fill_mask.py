@@ -23,7 +23,7 @@ def main() -> None:
         fail(f"--top-k={args.top_k} is invalid: must be an integer >= 1")
     try:
         import_tensorflow_quietly()
-        from mha_project.analysis.fill_mask import fill_mask_in_run
+        from mha_project.extras.pretraining.fill_mask import fill_mask_in_run
 
         filled = fill_mask_in_run(args.run_dir, args.text, top_k=args.top_k)
     except UserError as err:

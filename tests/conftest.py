@@ -186,12 +186,17 @@ def write_folder_dataset(root: Path, classes=("neg", "pos"), per_class: int = 12
     return root
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS's choice of an unused one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @contextlib.contextmanager
 def tensorboard_server(*args: str):
     """A real ``tensorboard`` (``args``: --logdir DIR or --logdir_spec ...) on a free port; yields its URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "tensorboard.main", *args, "--port", str(port), "--host", "127.0.0.1"]
         + ["--reload_interval", "1"],

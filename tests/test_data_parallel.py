@@ -3,14 +3,13 @@ of ``scripts/data_parallel_check.py``, the one-process run also checked as a JAX
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -85,9 +84,7 @@ def test_the_jax_backend_trains_evaluates_and_exports_a_run(check):
 @pytest.mark.subprocess
 def test_a_process_whose_peers_never_come_says_so_and_gives_up_in_one_line(tmp_path):
     # A fresh process: JAX's distributed runtime is process-wide (and its own time-out aborts the process).
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {
         **os.environ,
         "KERAS_BACKEND": "jax",

@@ -8,7 +8,6 @@ from mha_project.attention.scores import attention_scores
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
-from mha_project.model.ngrams import ngram_rows
 from mha_project.model.poolings import MaskedMeanPooling
 from mha_project.model.rotary import RotaryMultiHeadAttention, rotate_positions
 
@@ -340,51 +339,6 @@ class KerasLayerChecks(TestCase):
             run_training_check=False,
         )
 
-    def test_bag_of_ngrams(self):
-        from mha_project.model.ngrams import BagOfNgrams
-
-        self.run_layer_test(
-            BagOfNgrams,
-            init_kwargs=dict(vocab_size=20, num_classes=3, buckets=32, dim=4),
-            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
-            expected_output_shape=(2, 3),
-            expected_output_dtype="float32",  # logits added to the encoder's in float32
-            expected_num_trainable_weights=3,  # n-gram embedding, the logits' kernel and bias
-            run_training_check=False,  # token-id input: the harness's training check feeds floats
-        )
-
-    def test_naive_bayes_ngrams(self):
-        from mha_project.model.ngrams import NaiveBayesNgrams
-
-        self.run_layer_test(
-            NaiveBayesNgrams,
-            init_kwargs=dict(vocab_size=20, num_classes=3, buckets=32, l2=1e-4),
-            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
-            expected_output_shape=(2, 3),
-            expected_output_dtype="float32",
-            expected_num_trainable_weights=2,  # the linear layer's kernel and bias
-            expected_num_non_trainable_weights=1,  # the log-count ratios (adapt)
-            expected_num_losses=1,  # the kernel's L2 penalty
-            run_training_check=False,  # token-id input: the harness's training check feeds floats
-        )
-
-    def test_wide_and_deep_classifier(self):
-        from mha_project.model.backbone import EncoderBackbone
-        from mha_project.model.classifier import TextClassifier
-        from mha_project.model.ngrams import BagOfNgrams
-
-        shape = dict(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
-        self.run_layer_test(
-            TextClassifier,
-            init_kwargs=dict(
-                backbone=EncoderBackbone(**shape), num_classes=3, ngram_branch=BagOfNgrams(20, 3, buckets=32, dim=4)
-            ),
-            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
-            expected_output_shape=(2, 3),
-            expected_num_trainable_weights=4 + 16 + 2 + 3,  # backbone, encoder logits, the bag's three
-            run_training_check=False,
-        )
-
     def test_pooling_layers(self):
         from mha_project.model.poolings import FirstTokenPooling, MaskedMaxPooling
 
@@ -392,19 +346,6 @@ class KerasLayerChecks(TestCase):
             self.run_layer_test(
                 pooling, init_kwargs={}, input_shape=(2, 5, 3), expected_output_shape=(2, 3), supports_masking=True
             )
-
-    def test_masked_lm_head(self):
-        from mha_project.model.pretraining import MaskedLMHead
-
-        # Tied to the token embedding, the head is called with it: the untied form is what stands alone.
-        self.run_layer_test(
-            MaskedLMHead,
-            init_kwargs=dict(vocab_size=11, tie_embeddings=False),
-            input_shape=(2, 3, 4),
-            expected_output_shape=(2, 3, 11),
-            expected_output_dtype="float32",  # logits stay float32 under mixed precision
-            expected_num_trainable_weights=6,
-        )
 
 
 def test_encoder_block_returns_scores_in_the_functional_api():
@@ -432,80 +373,3 @@ def test_a_bfloat16_classifier_loads_and_predicts_in_a_float32_process(tmp_path)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(IDS)), expected, atol=1e-6)
     block = encoder_blocks(loaded)[0]
     assert block.ff_dropout.dtype_policy.name == block.attention.dtype_policy.name == "mixed_bfloat16"
-
-
-def test_bag_of_ngrams_counts_each_real_unigram_and_bigram_once():
-    from mha_project.model.ngrams import BagOfNgrams
-
-    bag = BagOfNgrams(vocab_size=10, num_classes=2, buckets=7, dim=3)
-    ids = np.array([[3, 4, 5, 0, 0], [3, 4, 5, 0, 0], [0, 0, 0, 0, 0]], "int32")
-    out = np.asarray(bag(ids))
-    rows = np.asarray(bag.embedding.embeddings)
-    kernel, bias = (np.asarray(w) for w in bag.output_dense.weights)
-    # Unigrams 3, 4, 5 and bigrams (3, 4), (4, 5) hashed after the 10 unigram rows; padding is neither.
-    ngrams = [3, 4, 5, 10 + (3 * 10 + 4) % 7, 10 + (4 * 10 + 5) % 7]
-    np.testing.assert_allclose(out[0], rows[ngrams].mean(0) @ kernel + bias, atol=1e-5)
-    np.testing.assert_allclose(out[1], out[0], atol=1e-6)  # same text, same logits
-    np.testing.assert_allclose(out[2], bias, atol=1e-6)  # no tokens: the bias alone, not NaN
-    padded = np.asarray(bag(np.pad(ids[:1], ((0, 0), (0, 4)))))
-    np.testing.assert_allclose(padded, out[:1], atol=1e-6)  # more padding changes nothing
-    rows, _ = ngram_rows(keras.ops.convert_to_tensor([[99_999, 99_998, 5]], "int32"), 100_000, 1000)
-    pairs = np.asarray(rows)[:, 3:]
-    assert ((pairs >= 100_000) & (pairs < 101_000)).all()  # no int32 overflow with a large vocabulary
-
-
-def test_naive_bayes_ratios_are_nbsvms_log_count_ratios_of_the_training_texts():
-    from mha_project.model.ngrams import NaiveBayesNgrams
-
-    vocab, buckets = 6, 4
-    nb = NaiveBayesNgrams(vocab_size=vocab, num_classes=2, buckets=buckets, smoothing=1.0)
-    ids = np.array([[2, 3, 2, 0], [4, 0, 0, 0], [2, 5, 0, 0]], "int32")
-    labels = np.array([1, 0, 1])
-    nb.adapt([(ids[:2], labels[:2]), (ids[2:], labels[2:])])  # batches add up
-
-    # Binary features by hand: text 0 holds 2 (twice: counted once), 3 and bigrams (2,3), (3,2); padding none.
-    def bigram(a, b):
-        return vocab + (a * vocab + b) % buckets
-
-    features = [{2, 3, bigram(2, 3), bigram(3, 2)}, {4}, {2, 5, bigram(2, 5)}]
-    x = np.zeros((3, vocab + buckets))
-    for row, held in enumerate(features):
-        x[row, sorted(held)] = 1
-    p = 1 + x[labels == 1].sum(0)  # Wang & Manning's p and q, alpha = 1
-    q = 1 + x[labels == 0].sum(0)
-    r = np.log((p / p.sum()) / (q / q.sum()))
-    np.testing.assert_allclose(np.asarray(nb.ratios)[:, 1], r, rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(nb.ratios)[:, 0], -r, rtol=1e-5)  # two classes: one-vs-rest mirrors
-    nb.kernel.assign(np.ones((vocab + buckets, 2)))
-    nb.bias.assign([0.5, -0.5])
-    logits = np.asarray(nb(ids))
-    np.testing.assert_allclose(logits[:, 1], x @ r - 0.5, rtol=1e-5)  # sum of the distinct features' ratios
-    np.testing.assert_allclose(np.asarray(nb(np.pad(ids, ((0, 0), (0, 3))))), logits, atol=1e-6)  # padding
-
-
-def test_naive_bayes_ratios_are_one_vs_rest_for_more_classes():
-    from mha_project.model.ngrams import NaiveBayesNgrams
-
-    nb = NaiveBayesNgrams(vocab_size=5, num_classes=3, buckets=2)
-    nb.adapt([(np.array([[1, 0], [2, 0], [3, 0]], "int32"), np.array([0, 1, 2]))])
-    ratios = np.asarray(nb.ratios)
-    # Word i + 1 is held by class i's text alone: its ratio is positive for that class, negative for the rest.
-    for word, own in ((1, 0), (2, 1), (3, 2)):
-        assert ratios[word, own] > 0 and (np.delete(ratios[word], own) < 0).all()
-
-
-@pytest.mark.parametrize(
-    "branch, weighting", [("bigram", "none"), ("bigram_alone", "none"), ("bigram", "nb"), ("bigram_alone", "nb")]
-)
-def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting):
-    config = small_model_config(ngram_branch=branch, ngram_buckets=64, ngram_dim=4, ngram_weighting=weighting)
-    model = build_classifier(config, 50, 2)
-    assert (encoder_blocks(model) != []) == (branch == "bigram")
-    ids = np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32")
-    if weighting == "nb":  # ratios and a kernel away from their initial values: the file must hold both
-        model.ngram_branch.adapt([(ids, np.array([0, 1]))])
-        model.ngram_branch.kernel.assign(np.random.default_rng(0).normal(size=model.ngram_branch.kernel.shape))
-    model.save(tmp_path / "m.keras")
-    loaded = keras.models.load_model(tmp_path / "m.keras")
-    np.testing.assert_allclose(np.asarray(loaded(ids)), np.asarray(model(ids)), atol=1e-6)
-    assert np.asarray(model(ids)).sum(1) == pytest.approx([1, 1], abs=1e-5)

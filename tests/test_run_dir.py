@@ -38,7 +38,6 @@ def cfg(**changes):
         "data": {"name": "fine_foods", "vocab_size": 400},
         "model": {"num_heads": 2, "dropout": 0.1},
         "trainer": {"lr": 0.002},
-        "pretrain": {"objective": "none", "probe_texts": []},
         "seed": 1,
         "deterministic": False,
         "logger": {"tensorboard": True},

@@ -40,7 +40,6 @@ def test_every_extra_is_a_package_that_imports_alone():
     import sys
 
     extras = sorted(p.parent.name for p in EXTRAS.glob("*/__init__.py"))
-    assert {"optuna", "predict", "tables", "tensorboard_tab"} <= set(extras)
     for name in extras:
         importlib.import_module(f"mha_project.extras.{name}")
     # A fresh process: what an extra registers must not depend on another having been imported first.

@@ -102,6 +102,6 @@ def load_run(path, needs_attention: bool = False, needs_data: bool = True) -> Ru
         )
     model = load_model_safely(path / "model.keras")
     if needs_attention and not encoder_blocks(model):
-        raise no_attention(path, cfg.model.get("ngram_branch"))
+        raise no_attention(path, cfg)
     vectorizer = saved_vectorizer(path / "vocab.txt", cfg.data.vocab_size)
     return Run(path, cfg, model, vectorizer, metrics)

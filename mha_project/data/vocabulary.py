@@ -10,7 +10,6 @@ import numpy as np
 import tensorflow as tf
 
 from mha_project.atomic import write_text_atomic
-from mha_project.data.masking import with_mask_token
 from mha_project.data.sources import select_texts, text_dataset
 from mha_project.errors import ConfigError
 
@@ -47,10 +46,10 @@ def make_vectorizer(
     return vectorizer
 
 
-def run_vectorizer(data_cfg, train_texts, seed: int, saved: Path, mask_token: bool):
+def run_vectorizer(data_cfg, train_texts, seed: int, saved: Path, reserved: list[str] = ()):
     """A run's vocabulary: ``saved`` (``vocab.txt``) when the run directory holds one, so a resumed run reads
-    the ids its weights were trained with; else adapted on the training texts, with ``[MASK]`` in place of
-    the least frequent word when a masked-LM stage needs it. Nothing is written: the run saves it
+    the ids its weights were trained with; else adapted on the training texts, with the ``reserved`` words
+    (a masked LM's ``[MASK]``) in place of the least frequent ones. Nothing is written: the run saves it
     (:func:`save_vocabulary`) once every check has passed."""
     if saved.exists():
         return saved_vectorizer(saved, data_cfg.vocab_size)
@@ -58,10 +57,23 @@ def run_vectorizer(data_cfg, train_texts, seed: int, saved: Path, mask_token: bo
     vectorizer = make_vectorizer(
         train_texts, data_cfg.vocab_size, sample=data_cfg.vocab_sample, seed=seed, source=source
     )
-    if mask_token:
-        words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), data_cfg.vocab_size)
+    if reserved:
+        words = with_reserved_words(
+            vectorizer.get_vocabulary(include_special_tokens=False), data_cfg.vocab_size, reserved
+        )
         vectorizer = make_vectorizer(None, data_cfg.vocab_size, vocabulary=words)
     return vectorizer
+
+
+def with_reserved_words(words: list[str], vocab_size: int, reserved: list[str]) -> list[str]:
+    """The adapted words (no padding / ``[UNK]``) with ``reserved`` as the last ids, in place of the least
+    frequent words, so the embedding table keeps its size.
+
+    >>> with_reserved_words(["the", "a", "of"], vocab_size=5, reserved=["[MASK]"])
+    ['the', 'a', '[MASK]']
+    """
+    words = [w for w in words if w not in reserved]
+    return words[: vocab_size - 2 - len(reserved)] + list(reserved)
 
 
 def saved_vectorizer(path: os.PathLike, vocab_size: int):

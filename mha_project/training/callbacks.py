@@ -22,10 +22,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from mha_project.atomic import write_json_atomic
+from mha_project.atomic import replaced_atomically, write_json_atomic
 from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode
-from mha_project.model.fill_mask import fill_mask, perplexity
 from mha_project.training.distribute import process_local
 from mha_project.training.history import backed_up_epochs, trim_history
 
@@ -144,43 +143,6 @@ class AttentionLogger(keras.callbacks.Callback):
         )
 
 
-class Perplexity(keras.callbacks.Callback):
-    """Adds ``perplexity = exp(masked-LM loss)`` to the epoch logs of a pretraining stage (the loss is the
-    mean cross-entropy over masked tokens: ``loss`` for mlm, ``masked_lm_loss``, the generator's, for
-    electra), so CSVLogger and TensorBoard record it beside the loss."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        loss = (logs or {}).get("masked_lm_loss", (logs or {}).get("loss"))
-        if loss is not None:
-            logs["perplexity"] = perplexity(float(loss))
-
-
-class FillMaskLogger(keras.callbacks.Callback):
-    """Every epoch, the masked LM's top-5 words for each ``[MASK]`` of a few probe sentences, as
-    TensorBoard text (``fill_mask/{k}``): watch the model learn the language."""
-
-    def __init__(self, log_dir, vectorizer, texts, seq_len: int, top_k: int = 5, truncation: str = "head"):
-        super().__init__()
-
-        self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
-        self.vectorizer = vectorizer
-        self.texts = list(texts)
-        self.seq_len = seq_len
-        self.truncation = truncation
-        self.top_k = top_k
-
-    def on_epoch_end(self, epoch, logs=None):
-        with self.writer.as_default(step=epoch + 1):  # the epoch scalars' step (EpochTensorBoard)
-            for k, text in enumerate(self.texts):
-                filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k, self.truncation)
-                lines = [
-                    f"[MASK] {i + 1}: " + ", ".join(f"{word} ({p:.2f})" for word, p in words)
-                    for i, words in enumerate(filled)
-                ]
-                tf.summary.text(f"fill_mask/{k}", f"**text:** {text}  \n" + "  \n".join(lines))
-        self.writer.flush()
-
-
 class HistoryCSVLogger(keras.callbacks.CSVLogger):
     """``CSVLogger`` for history.csv that adds the :class:`EpochCounter`'s columns (``elapsed_seconds``,
     ``data_epochs``) to each row, outside the epoch logs: the progress line keeps Keras's one clock and
@@ -205,14 +167,14 @@ class EpochCounter(keras.callbacks.Callback):
     """Remembers the last completed epoch and, in ``columns``, ``elapsed_seconds`` (training time since the
     run began, across resumes: ``elapsed_offset`` is what earlier processes trained), which
     :class:`HistoryCSVLogger` writes, so history.csv tells when a validation accuracy was first reached.
-    With several validation rounds per epoch it also counts ``data_epochs``, the passes over the data so far."""
+    With several validations per epoch it also counts ``data_epochs``, the passes over the data so far."""
 
-    def __init__(self, rounds_per_epoch: int = 1, elapsed_offset: float = 0.0):
+    def __init__(self, validations_per_epoch: int = 1, elapsed_offset: float = 0.0):
         super().__init__()
         self.last_epoch = 0
         self.diverged_epoch = None  # the first epoch (1-based) that ended with a NaN/inf loss
         self.start = None
-        self.rounds_per_epoch = rounds_per_epoch
+        self.validations_per_epoch = validations_per_epoch
         self.elapsed_offset = elapsed_offset
         self.columns = {}
 
@@ -225,8 +187,8 @@ class EpochCounter(keras.callbacks.Callback):
             self.diverged_epoch = epoch + 1  # TerminateOnNaN ends fit within this epoch
         if self.start is not None:
             self.columns = {"elapsed_seconds": round(self.elapsed_offset + time.perf_counter() - self.start, 2)}
-            if self.rounds_per_epoch > 1:  # Keras "epochs" are validation rounds: say how much data was seen
-                self.columns["data_epochs"] = round((epoch + 1) / self.rounds_per_epoch, 3)
+            if self.validations_per_epoch > 1:  # a Keras "epoch" is one validation: say how much data was seen
+                self.columns["data_epochs"] = round((epoch + 1) / self.validations_per_epoch, 3)
 
 
 class BestWeights(keras.callbacks.Callback):
@@ -255,10 +217,8 @@ class BestWeights(keras.callbacks.Callback):
             return
         self.best = float(value)
         self.best_epoch = epoch + 1
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".tmp-{self.path.name}")  # Keras needs the .weights.h5 suffix
-        self.model.save_weights(tmp, overwrite=True)
-        tmp.replace(self.path)
+        with replaced_atomically(self.path) as tmp:
+            self.model.save_weights(tmp, overwrite=True)
 
 
 def weights_are_finite(model) -> bool:

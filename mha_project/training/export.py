@@ -4,13 +4,13 @@ classification signature names them (``scores``, ``classes``) plus the predicted
 from __future__ import annotations
 
 import logging
-import shutil
 import tempfile
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
+from mha_project.atomic import replaced_atomically
 from mha_project.data.pipeline import truncate_token_ids
 from mha_project.quiet import loggers_at
 
@@ -52,20 +52,14 @@ def export_inference_model(
 
 
 def _write_atomically(path: Path, write) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
     tf_log = logging.getLogger("tensorflow")
     level = tf_log.level
     tf_log.setLevel(logging.WARNING)  # "Assets written to ..." on every export is not news
     try:
-        write(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)  # a half-written export only takes space (a full disk's)
-        raise
+        with replaced_atomically(path) as tmp:
+            write(tmp)
     finally:
         tf_log.setLevel(level)
-    shutil.rmtree(path, ignore_errors=True)  # a complete export replaces an older one
-    tmp.rename(path)
 
 
 # TextVectorization's "lower_and_strip_punctuation", as keras/src/layers/preprocessing/text_vectorization.py

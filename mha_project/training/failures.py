@@ -51,10 +51,10 @@ def disk_full_message(err: BaseException, record) -> str:
     )
 
 
-def diverged_message(cfg: DictConfig, counter, best_weights: Path, rounds: int) -> str:
+def diverged_message(cfg: DictConfig, counter, best_weights: Path, validations_per_epoch: int) -> str:
     """The one line a diverged run ends with: the epoch, and what (if anything) is kept."""
     keras_epoch = counter.diverged_epoch or counter.last_epoch + 1
-    epoch = math.ceil(keras_epoch / rounds)
+    epoch = math.ceil(keras_epoch / validations_per_epoch)
     if best_weights.exists():
         kept = f"the best epoch with finite weights is kept in {best_weights}"
     else:
@@ -88,9 +88,9 @@ def describe(err: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def failure_recorded(record, on_failure=None):
+def failure_recorded(record, tell=()):
     """Run a try of the run; if it fails, record why in ``failure.json`` (a full disk said in one line) and
-    call ``on_failure``. An earlier try's ``failure.json`` is removed first: this try decides again."""
+    call each of ``tell``. An earlier try's ``failure.json`` is removed first: this try decides again."""
     with contextlib.suppress(FileNotFoundError):
         (record.path / FAILURE_FILE).unlink()
     try:
@@ -98,9 +98,9 @@ def failure_recorded(record, on_failure=None):
     except Exception as err:
         reason = disk_full_message(err, record) if disk_full(err) else describe(err)
         write_failure(record.path, reason, stage=record.stage)
-        if on_failure is not None:
+        for told in tell:
             try:
-                on_failure()
+                told()
             except Exception as end_err:  # e.g. the disk is still full: the first failure is the news
                 log.warning(f"after the failure, {describe(end_err)}")
         if disk_full(err):

@@ -12,6 +12,8 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from mha_project.atomic import replaced_atomically
+from mha_project.extending import OPTIMIZERS
 from mha_project.model.classifier import uncompiled_copy
 from mha_project.training.callbacks import EpochCounter, HistoryCSVLogger, ResumableBackup
 from mha_project.training.history import backed_up_epochs, trim_history
@@ -25,9 +27,8 @@ def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int):
 
 
 def classifier_optimizer(model, trainer_cfg, total_steps: int):
-    """AdamW (clipped gradients) on the warm-up + cosine schedule. With ``trainer.ngram_lr``, the n-gram
-    branch gets its own AdamW peaking there (``keras.optimizers.MultiOptimizer``): a bag of n-grams learns
-    at several times the rate that suits the encoder, and one shared rate leaves one of the two off its best."""
+    """AdamW (clipped gradients) on the warm-up + cosine schedule, or an extra's optimizer for this model
+    (``OPTIMIZERS``: a second rate for a bag of n-grams)."""
 
     def adamw(lr: float):
         schedule = warmup_cosine(lr, trainer_cfg.warmup_fraction, total_steps)
@@ -35,13 +36,11 @@ def classifier_optimizer(model, trainer_cfg, total_steps: int):
             learning_rate=schedule, weight_decay=trainer_cfg.weight_decay, clipnorm=trainer_cfg.clipnorm
         )
 
-    ngram_lr = trainer_cfg.get("ngram_lr")
-    if ngram_lr is None or getattr(model, "ngram_branch", None) is None:
-        return adamw(trainer_cfg.lr)
-    branch = f"{model.ngram_branch.name}/.*"  # its variables' paths: ngram_branch/ngram_embedding/embeddings, ...
-    return keras.optimizers.MultiOptimizer(
-        keras.optimizers.OptimizerMap(adamw(trainer_cfg.lr), {branch: adamw(ngram_lr)})
-    )
+    for optimizer in OPTIMIZERS:
+        found = optimizer(model, trainer_cfg, adamw)
+        if found is not None:
+            return found
+    return adamw(trainer_cfg.lr)
 
 
 def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
@@ -62,7 +61,7 @@ def create_training_variables(model) -> None:
 
     Keras (TensorFlow backend, no distribution strategy) defers both to the first traced step, and
     ``tf.function`` traces a function that creates variables twice (only the first call may create
-    them): tracing this project's train step costs 2 to 4 s on a 2-core CPU, once per ``fit``.
+    them): created here, the step is traced once per ``fit``, not twice.
     """
     model.optimizer.build(model.trainable_variables)
     num_classes = int(model.output_shape[-1])
@@ -83,10 +82,9 @@ def save_model_atomic(model, path: Path) -> None:
     """``model.save`` of the model without its optimizer (resuming reads ``backup/``, never this file, and the
     optimizer's state is two thirds of the file), to a temporary name, then renamed: a kill mid-save never
     leaves a broken model.keras."""
-    tmp = path.with_name(f".tmp-{path.name}")  # Keras needs the .keras suffix
     # An uncompiled twin with the same weights: Keras's save has no switch to leave the optimizer out.
-    uncompiled_copy(model).save(tmp)
-    tmp.replace(path)
+    with replaced_atomically(path) as tmp:
+        uncompiled_copy(model).save(tmp)
 
 
 @dataclasses.dataclass
@@ -118,7 +116,7 @@ def fit_resumably(
     before_csv=(),
     after_csv=(),
     validation: bool = True,
-    rounds: int = 1,
+    validations_per_epoch: int = 1,
     epochs: int,
     steps_per_epoch: int | None = None,
     **fit_args,
@@ -137,7 +135,7 @@ def fit_resumably(
     """
     history_csv = stage_dir / "history.csv"
     offset = float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0
-    counter = EpochCounter(rounds_per_epoch=rounds, elapsed_offset=offset)
+    counter = EpochCounter(validations_per_epoch=validations_per_epoch, elapsed_offset=offset)
     callbacks = [
         counter,
         keras.callbacks.TerminateOnNaN(),

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from mha_project.checks import validate_config
 from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import ConfigError
+from mha_project.extending import SWEEP_START
 
 # Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
 REFUSED_JOBS = "refused_jobs.tsv"
@@ -59,13 +60,8 @@ class ValidateConfig(Callback):
         # A sweeper may open its study in the sweep dir (configs/hparams_search/optuna.yaml) before the
         # launcher creates it.
         make_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
-        if config.logger.tensorboard and config.logger.hparams:
-            # One HParams experiment config for the whole sweep, with the swept keys marked (hparams.py); it
-            # writes with TensorFlow, whose start-up lines the entry points keep out of the output.
-            import_tensorflow_quietly()
-            from mha_project.training.hparams import sweep_params_of, swept_domains, write_experiment
-
-            write_experiment(Path(config.hydra.sweep.dir), config, swept_domains(sweep_params_of(config)))
+        for sweep_start in SWEEP_START:  # the extras' (mha_project/extending.py)
+            sweep_start(config)
 
     def on_job_start(self, config: DictConfig, **kwargs) -> None:
         # A sweep's jobs may run at once (hydra/launcher=joblib) and share one terminal: each line says whose

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import keras
 
 # Keras finds the project's classes only by their registered names: import every module that registers one.
@@ -9,14 +11,16 @@ import mha_project.model.backbone  # noqa: F401  (EncoderBackbone)
 import mha_project.model.classifier  # noqa: F401  (TextClassifier)
 import mha_project.model.layers  # noqa: F401  (TokenAndPositionEmbedding, EncoderBlock, ...)
 import mha_project.model.poolings  # noqa: F401
-import mha_project.model.pretraining  # noqa: F401  (MaskedLanguageModel, ReplacedTokenDetector)
 import mha_project.model.rotary  # noqa: F401  (RotaryMultiHeadAttention)
 import mha_project.training.schedules  # noqa: F401  (WarmupCosine, saved with each model's optimizer)
-from mha_project.errors import UserError
+from mha_project.errors import UserError, message_line
+from mha_project.extending import KERAS_MODULES
 
 
 def load_model_safely(path):
     """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
+    for name in KERAS_MODULES:  # the extras' Keras classes (mha_project/extending.py)
+        importlib.import_module(name)
     try:
         return keras.saving.load_model(path, safe_mode=True)
     except ValueError as err:
@@ -31,8 +35,7 @@ def load_model_safely(path):
 
 
 def damaged(path, err) -> UserError:
-    first = (str(err).strip().splitlines() or [""])[0][:160]
     return UserError(
-        f"{path} cannot be loaded ({type(err).__name__}: {first}); the file is damaged: restore it, or "
-        "train the run again with overwrite=true"
+        f"{path} cannot be loaded ({type(err).__name__}: {message_line(err)[:160]}); the file is damaged: "
+        "restore it, or train the run again with overwrite=true"
     )

@@ -19,7 +19,7 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
     warmup_target=peak, warmup_steps=warmup_steps)`` (a test compares them), written with
     ``ops.where`` instead of ``ops.cond``: AdamW evaluates its schedule once per weight-decayed
     variable, so every train step's graph would hold one ``cond`` (two sub-graphs) per variable, and
-    tracing those took 1.6 of the 4.2 s of the first step on this project's IMDB model (2-core CPU).
+    tracing them would be a large part of the first step.
 
     Args:
         peak: the learning rate at the end of the warm-up.

@@ -17,15 +17,13 @@ from omegaconf import DictConfig
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.head_view import write_head_view
 from mha_project.data.pipeline import pipeline_from_cfg
-from mha_project.data.sources import TextSplits, concat_texts, load_dataset, load_unlabeled_texts
+from mha_project.data.sources import TextSplits, load_dataset
 from mha_project.data.vocabulary import run_vectorizer, save_vocabulary
 from mha_project.errors import ConfigError, UserError
-from mha_project.extending import FIT_CALLBACKS
+from mha_project.extending import BACKBONE_SOURCES, FIT_CALLBACKS, MODEL_READY, RESERVED_WORDS
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
-from mha_project.model.ngrams import NaiveBayesNgrams
-from mha_project.run_dir import MODEL_FILE, VOCAB_FILE
-from mha_project.run_dir import STAGE_DIR as PRETRAIN_DIR
+from mha_project.run_dir import VOCAB_FILE
 from mha_project.training.callbacks import BestWeights, ResumedEarlyStopping, tensorboard_callbacks
 from mha_project.training.distribute import local_copy, make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
@@ -39,8 +37,6 @@ from mha_project.training.fitting import (
 )
 from mha_project.training.history import read_history
 from mha_project.training.hparams import hparams_of, run_label
-from mha_project.training.pretraining import pretrained_backbone, run_pretraining, uses_pretraining
-from mha_project.training.saving import load_model_safely
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +86,7 @@ def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
         f"val {len(data.val_texts)} · test {len(data.test_texts)}"
     )
     vectorizer = run_vectorizer(
-        cfg.data, data.train_texts, cfg.seed, run_dir / VOCAB_FILE, mask_token=uses_pretraining(cfg)
+        cfg.data, data.train_texts, cfg.seed, run_dir / VOCAB_FILE, [w for f in RESERVED_WORDS for w in f(cfg)]
     )
     part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))
     if part[1] > 1:
@@ -146,45 +142,19 @@ def save_vocabulary_once(run_dir: Path, inputs: Inputs) -> None:
         save_vocabulary(inputs.vectorizer, run_dir / VOCAB_FILE)
 
 
-def pretrain_stage(cfg: DictConfig, job, record, inputs: Inputs, strategy, source: dict | None):
-    """The masked-LM or ELECTRA stage, or ``pretrain.from_run``'s (``source``: its summary, checked by
-    :func:`~mha_project.training.pretraining.check_pretrained_source`); returns the masked LM the
-    classifier's encoder starts from, if any."""
-    if not record.done("pretrained"):
-        summary = source
-        if cfg.pretrain.objective != "none":
-            texts = inputs.data.train_texts  # the training split only: never validation or test
-            if cfg.pretrain.extra_unlabeled:
-                unlabeled = load_unlabeled_texts(cfg.data)
-                log.info(f"pretraining also on {len(unlabeled)} unlabeled texts")
-                texts = concat_texts(texts, unlabeled)
-            with strategy.scope():
-                summary = run_pretraining(cfg, job.run_dir / PRETRAIN_DIR, inputs.vectorizer, texts, run_label(job))
-        record.finish_stage("pretrained", pretrain=summary)
-    if cfg.pretrain.objective != "none":
-        return job.run_dir / PRETRAIN_DIR / MODEL_FILE
-    if cfg.pretrain.from_run:
-        return Path(cfg.pretrain.from_run) / PRETRAIN_DIR / MODEL_FILE
-    return None
+def backbone_from_extras(cfg: DictConfig, job, record, inputs: Inputs, strategy):
+    """The backbone an extra gives the classifier to start from (``BACKBONE_SOURCES``: a pretraining stage),
+    or None: the classifier builds its own."""
+    found = [source.backbone(cfg, job, record, inputs, strategy) for source in BACKBONE_SOURCES]
+    return next((backbone for backbone in found if backbone is not None), None)
 
 
-def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: FitPlan, pretrained_from):
-    """The compiled classifier, on the backbone of ``pretrained_from`` when given; writes its summary."""
+def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: FitPlan, backbone=None):
+    """The compiled classifier, on ``backbone`` when given (an extra's, pretrained); writes its summary."""
     with strategy.scope():
-        pretrained = None if pretrained_from is None else load_model_safely(pretrained_from)
-        if uses_pretraining(cfg):
-            # The classifier's own initial weights must not depend on whether the stage ran in this process
-            # (a resume after it) or how much randomness it used; runs without it are untouched.
-            keras.utils.set_random_seed(cfg.seed)
-        backbone = None
-        if pretrained is not None:
-            backbone = pretrained_backbone(pretrained, cfg.model)
-            log.info(f"backbone initialised from {pretrained_from}")
         model = build_classifier(cfg.model, inputs.vectorizer.vocabulary_size(), inputs.data.num_classes, backbone)
-        if isinstance(model.ngram_branch, NaiveBayesNgrams):  # ratios from the training labels (all, every process)
-            data = inputs.data
-            train = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, inputs.vectorizer, shuffle=False)
-            model.ngram_branch.adapt(train.as_numpy_iterator())
+        for ready in MODEL_READY:  # what an extra's part learns from the training data first (mha_project/extending.py)
+            ready(cfg, model, inputs)
         summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
         compile_classifier(model, cfg.trainer, plan.total_steps)
     write_text_atomic(run_dir / "model_summary.txt", summary)
@@ -245,7 +215,7 @@ def fit_stage(cfg: DictConfig, job, record, model, inputs: Inputs, plan: FitPlan
         previous,
         before_csv=before_csv,
         after_csv=after_csv,
-        rounds=plan.validations_per_epoch,
+        validations_per_epoch=plan.validations_per_epoch,
         validation_data=inputs.val,
         **plan.fit_args(),
     )

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import logging
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -28,12 +29,11 @@ from omegaconf import DictConfig, OmegaConf
 from mha_project.atomic import write_json_atomic, write_text_atomic
 from mha_project.checks import check_activation, validate_config
 from mha_project.errors import UserError
+from mha_project.extending import BACKBONE_SOURCES, RUN_END
 from mha_project.run_dir import has_attention, open_run_dir
 from mha_project.training import stages
 from mha_project.training.failures import failure_recorded
-from mha_project.training.hparams import write_experiment, write_session_end, write_session_start
 from mha_project.training.job import Job
-from mha_project.training.pretraining import check_pretrained_source
 from mha_project.training.reporting import already_finished, log_result, next_steps, point_latest_at
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
@@ -55,7 +55,10 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
     check_activation(cfg)
     run_dir = job.run_dir
     record = open_run_dir(run_dir, cfg, overwrite=cfg.overwrite)
-    with contextlib.closing(record), failure_recorded(record, on_failure=lambda: _end_hparams(cfg, run_dir)):
+    with (
+        contextlib.closing(record),
+        failure_recorded(record, tell=[partial(end, cfg, job, None) for end in RUN_END]),
+    ):
         if record.done("finished") and (run_dir / "metrics.json").exists():
             return already_finished(run_dir)
         if record.stage != "started" or (run_dir / "history.csv").exists():
@@ -72,17 +75,14 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
         # 2. Text -> token ids: the splits, the run's vocabulary and the three pipelines.
         inputs = stages.prepare_inputs(cfg, run_dir, strategy)
         plan = stages.plan_fit(cfg, inputs)
-        source = check_pretrained_source(cfg, inputs.vectorizer) if cfg.pretrain.from_run else None
+        for source in BACKBONE_SOURCES:  # an extra's backbone (pretrained) must fit this run's model and vocabulary
+            source.check(cfg, inputs)
         save_run_config(cfg, job)  # every check has passed: the record now describes this run
         stages.save_vocabulary_once(run_dir, inputs)
-        if _records_hparams(cfg):
-            if not job.in_sweep:  # a sweep's experiment config is the sweep directory's (hydra_callbacks.py)
-                write_experiment(run_dir / "tensorboard", cfg, domains=None)
-            write_session_start(run_dir / "tensorboard", cfg, run_dir, job.in_sweep)  # shows while it runs
 
-        # 3. The model: the backbone (pretrained first, when asked) and the classifier on it, compiled.
-        pretrained_from = stages.pretrain_stage(cfg, job, record, inputs, strategy, source)
-        model = stages.build_model(cfg, run_dir, inputs, strategy, plan, pretrained_from)
+        # 3. The model: the classifier, on an extra's backbone if one gives it (pretrained first), compiled.
+        backbone = stages.backbone_from_extras(cfg, job, record, inputs, strategy)
+        model = stages.build_model(cfg, run_dir, inputs, strategy, plan, backbone)
 
         # 4. fit, with the callbacks that keep the best weights, stop early, log attention and back up.
         if not record.done("trained"):
@@ -99,8 +99,8 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
 
         # 6. metrics.json, written last: its presence means the run finished.
         metrics = stages.collect_metrics(cfg, record, model, inputs.data)
-        if _records_hparams(cfg):
-            write_session_end(run_dir / "tensorboard", success=True, metrics=metrics)
+        for run_end in RUN_END:  # the extras' (mha_project/extending.py)
+            run_end(cfg, job, metrics)
         write_json_atomic(run_dir / "metrics.json", metrics)
         record.finish_stage("finished")
     point_latest_at(run_dir, job.in_sweep)
@@ -117,16 +117,6 @@ def _train_as_helper(cfg: DictConfig, job: Job) -> dict:
     quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False, "attention": {"html": False}}})
     with tempfile.TemporaryDirectory(prefix="mha-project-process-") as scratch:
         return train(quiet, job=dataclasses.replace(job, run_dir=Path(scratch), helper=True))
-
-
-def _records_hparams(cfg: DictConfig) -> bool:
-    return bool(cfg.logger.tensorboard and cfg.logger.hparams)
-
-
-def _end_hparams(cfg: DictConfig, run_dir: Path) -> None:
-    """A failed run whose session started (the checks passed) is marked failed for the HParams dashboard."""
-    if _records_hparams(cfg) and (run_dir / ".hydra" / "config.yaml").exists():
-        write_session_end(run_dir / "tensorboard", success=False)
 
 
 def save_run_config(cfg: DictConfig, job: Job) -> None:

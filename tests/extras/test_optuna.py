@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ROOT, TINY, run_script
+from conftest import QUIET, ROOT, TINY, free_port, run_script
 
 optuna = pytest.importorskip("optuna")
 
@@ -229,9 +228,7 @@ def postgres_url():
     data.mkdir()
     if root:
         shutil.chown(data, "postgres")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
 
     def server(*cmd):
         prefix = ["runuser", "-u", "postgres", "--"] if root else []
@@ -380,3 +377,19 @@ def test_jobs_of_the_joblib_launcher_report_to_their_trials_from_their_own_proce
     trials = trials_of(f"sqlite:///{path}/optuna.db")
     assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]
     assert all(sorted(t.intermediate_values) == [0, 1] for t in trials)  # reported through the storage
+
+
+def test_a_sweeper_or_launcher_of_the_sweep_extra_that_is_missing_names_the_extra(tmp_path, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    missing = ("optuna", "hydra_plugins.hydra_joblib_launcher")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else find_spec(name, *a))
+    for choice, module in (
+        ("hparams_search=optuna", "optuna"),
+        ("hydra/launcher=joblib", "hydra_plugins.hydra_joblib_launcher"),
+    ):
+        result = run_script("train.py", "-m", choice, *TINY, f"hydra.sweep.dir={tmp_path / 's'}")
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+        assert f"error: {choice} needs a package that is not installed ({module})" in result.stderr
+        assert 'pip install -e ".[sweep]"' in result.stderr and not (tmp_path / "s").exists()

@@ -1,4 +1,4 @@
-"""Self-pretraining: BERT masking, the masked LM, the stage inside a run (data/, model/, training/pretraining)."""
+"""Self-pretraining (mha_project/extras/pretraining): BERT masking, the masked LM, the stage inside a run."""
 
 import csv
 import json
@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
 
 from conftest import QUIET, ROOT, TINY, compose_cfg, kill_when, run_script, run_sweep, write_folder_dataset
 from mha_project.errors import ConfigError, UserError
@@ -25,7 +26,7 @@ def random_batch(rows=512, width=128, seed=0):
 
 
 def masked(ids, seed=(1, 2), rate=0.15):
-    from mha_project.data.masking import mask_batch
+    from mha_project.extras.pretraining.masking import mask_batch
 
     return [np.asarray(t) for t in mask_batch(ids, np.asarray(seed, "int64"), rate, MASK_ID)]
 
@@ -77,7 +78,7 @@ def test_an_empty_text_gets_no_masked_position():
 def test_new_masks_every_epoch():
     import tensorflow as tf
 
-    from mha_project.data.masking import masked_lm_dataset
+    from mha_project.extras.pretraining.masking import masked_lm_dataset
 
     ids, _ = random_batch(rows=64, width=32)
     batches = tf.data.Dataset.from_tensor_slices((ids, np.zeros(len(ids), "int32"))).batch(32)
@@ -89,8 +90,8 @@ def test_new_masks_every_epoch():
 
 
 def test_mask_token_takes_the_last_id_within_vocab_size():
-    from mha_project.data.masking import MASK_TOKEN, mask_id_of, with_mask_token
     from mha_project.data.vocabulary import make_vectorizer
+    from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of, with_mask_token
 
     vectorizer = make_vectorizer(["b a a c c c d d d d"], vocab_size=5)
     words = with_mask_token(vectorizer.get_vocabulary(include_special_tokens=False), 5)
@@ -112,7 +113,7 @@ def small_backbone(**changes):
 
 
 def small_lm(tie=True, cls=False, position_encoding="learned"):
-    from mha_project.model.pretraining import MaskedLanguageModel
+    from mha_project.extras.pretraining.models import MaskedLanguageModel
 
     backbone = small_backbone(cls_token=cls, position_encoding=position_encoding)
     return MaskedLanguageModel(backbone, tie_embeddings=tie)
@@ -134,7 +135,7 @@ def test_masked_language_model_round_trips_through_model_save(tmp_path, tie, pos
 
 
 def small_electra():
-    from mha_project.model.pretraining import ReplacedTokenDetector
+    from mha_project.extras.pretraining.models import ReplacedTokenDetector
 
     return ReplacedTokenDetector(small_backbone(embed_dim=16, num_layers=1, num_heads=4), generator_size=0.5)
 
@@ -148,7 +149,7 @@ def test_replace_with_samples_marks_exactly_the_changed_tokens():
     targets = np.array([[6, 8], [9, 0]], "int32")
     weights = np.array([[1.0, 1.0], [1.0, 0.0]], "float32")  # text 2: one chosen; position 1 is not masked
     sampled = np.array([[6, 20], [21, 22]], "int32")  # 6 is a correct guess; 22 must not be used
-    from mha_project.model.pretraining import replace_with_samples
+    from mha_project.extras.pretraining.models import replace_with_samples
 
     corrupted, replaced = (np.asarray(t) for t in replace_with_samples(inputs, targets, weights, sampled))
     assert corrupted.tolist() == [[5, 6, 7, 20, 0], [21, 10, 0, 0, 0]]
@@ -159,7 +160,7 @@ def test_replace_with_samples_marks_exactly_the_changed_tokens():
 def test_electra_round_trips_and_fills_masks_with_its_generator(tmp_path):
     import keras
 
-    from mha_project.model.pretraining import ReplacedTokenDetector
+    from mha_project.extras.pretraining.models import ReplacedTokenDetector
 
     model = small_electra()
     inputs = {"token_ids": np.array([[3, 4, 5, 0]], "int32"), "mask_positions": np.array([[1]], "int32")}
@@ -180,7 +181,7 @@ def test_electra_train_step_learns_to_detect_replacements():
     import keras
     import tensorflow as tf
 
-    from mha_project.data.masking import masked_lm_dataset
+    from mha_project.extras.pretraining.masking import masked_lm_dataset
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
@@ -208,9 +209,9 @@ def test_tied_head_reads_the_token_embedding():
 
 @pytest.mark.parametrize("position_encoding", ["learned", "rotary"])
 def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
+    from mha_project.extras.pretraining.models import build_pretrainer
+    from mha_project.extras.pretraining.stage import pretrained_backbone
     from mha_project.model.classifier import build_classifier
-    from mha_project.model.pretraining import build_pretrainer
-    from mha_project.training.pretraining import pretrained_backbone
 
     cfg = compose_cfg(
         *TINY,
@@ -239,9 +240,9 @@ def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
 
 
 def test_encode_masked_text_and_its_errors():
-    from mha_project.data.masking import with_mask_token
     from mha_project.data.vocabulary import make_vectorizer
-    from mha_project.model.fill_mask import encode_masked_text
+    from mha_project.extras.pretraining.fill_mask import encode_masked_text
+    from mha_project.extras.pretraining.masking import with_mask_token
 
     vectorizer = make_vectorizer(None, 10, vocabulary=with_mask_token(["the", "coffee", "was"], 10))
     ids = encode_masked_text("The coffee [mask] was [MASK]", vectorizer, seq_len=10)
@@ -320,7 +321,7 @@ def read_rows(path):
 @pytest.fixture(scope="module")
 def pretrained_run(tmp_path_factory):
     """A tiny pretrain -> fine-tune run, in process, with a spy on the copy into the classifier."""
-    import mha_project.training.stages as stages  # where train() looks up pretrained_backbone
+    import mha_project.extras.pretraining.stage as stages  # where the stage looks up pretrained_backbone
     from mha_project.training.train import train
 
     run_dir = tmp_path_factory.mktemp("pretrain") / "run"
@@ -392,12 +393,11 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
 @pytest.mark.slow
 def test_registering_the_projects_classes_is_enough_to_load_the_stage_model(pretrained_run):
     """As for the classifier (README "What a run leaves behind"): a fresh interpreter, nothing but
-    ``mha_project.register_keras_objects()``; the stage's model.keras holds a subclassed model on its
-    backbone, and no optimizer (resuming reads backup/)."""
+    ``import keras, mha_project.extras``; the stage's model.keras holds a subclassed model on its backbone,
+    and no optimizer (resuming reads backup/)."""
     run_dir, _, _ = pretrained_run
     probe = (
-        "import keras, mha_project\n"
-        "mha_project.register_keras_objects()\n"
+        "import keras, mha_project.extras\n"
         f"model = keras.saving.load_model({str(run_dir / 'pretrain' / 'model.keras')!r}, safe_mode=True)\n"
         "print(type(model).__name__, type(model.backbone).__name__, getattr(model, 'optimizer', None))\n"
     )
@@ -530,7 +530,7 @@ def test_sweep_over_pretraining_and_seeds_is_grouped_by_pretrain(tmp_path):
 
 @pytest.mark.slow
 def test_electra_stage_end_to_end(tmp_path):
-    from mha_project.analysis.fill_mask import fill_mask_in_run
+    from mha_project.extras.pretraining.fill_mask import fill_mask_in_run
     from mha_project.training.train import train
 
     run_dir = tmp_path / "electra"
@@ -578,9 +578,9 @@ def test_masked_lm_learns_what_only_positions_tell():
     import keras
     import tensorflow as tf
 
-    from mha_project.data.masking import masked_lm_dataset
+    from mha_project.extras.pretraining.masking import masked_lm_dataset
+    from mha_project.extras.pretraining.models import MaskedLanguageModel
     from mha_project.model.backbone import EncoderBackbone
-    from mha_project.model.pretraining import MaskedLanguageModel
 
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
@@ -601,3 +601,48 @@ def test_masked_lm_learns_what_only_positions_tell():
     )
     accuracy = model.fit(ds, epochs=6, verbose=0, shuffle=False).history["masked_accuracy"]
     assert accuracy[0] < 0.3 and accuracy[-1] > 0.8, accuracy
+
+
+class MaskedLMHeadLayerCheck(TestCase):
+    def test_masked_lm_head(self):
+        from mha_project.extras.pretraining.models import MaskedLMHead
+
+        # Tied to the token embedding, the head is called with it: the untied form is what stands alone.
+        self.run_layer_test(
+            MaskedLMHead,
+            init_kwargs=dict(vocab_size=11, tie_embeddings=False),
+            input_shape=(2, 3, 4),
+            expected_output_shape=(2, 3, 11),
+            expected_output_dtype="float32",  # logits stay float32 under mixed precision
+            expected_num_trainable_weights=6,
+        )
+
+
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("pretrain.lr=abc", "pretrain.lr=abc"),
+        (
+            "pretrain.from=outputs/runs/x",
+            "pretrain.from is not a setting of this project; did you mean pretrain.from_run",
+        ),
+    ],
+)
+def test_a_bad_pretrain_setting_is_one_line_before_anything_is_made(tmp_path, override, needle):
+    run_dir = tmp_path / "run"
+    result = run_script("train.py", override, f"hydra.run.dir={run_dir}")
+    assert result.returncode == 2 and result.stderr.startswith("error: ") and needle in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not run_dir.exists()
+
+
+def test_help_offers_the_pretrain_options_and_not_their_shared_base():
+    listing = run_script("train.py", "--help").stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    groups = dict(line.split(": ", 1) for line in listing.splitlines() if ": " in line)
+    assert groups["pretrain"].split(", ") == ["electra", "mlm", "none"]
+
+
+def test_a_run_records_its_pretraining_as_a_hyper_parameter():
+    from mha_project.training.hparams import hparams_of
+
+    assert hparams_of(compose_cfg()).get("pretrain") == "none"
+    assert hparams_of(compose_cfg("pretrain=mlm"))["pretrain"] == "mlm"

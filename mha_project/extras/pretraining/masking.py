@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from mha_project.data.vocabulary import with_reserved_words
 from mha_project.errors import UserError
-
-MASK_TOKEN = "[MASK]"
+from mha_project.extras.pretraining import MASK_TOKEN
 
 
 def with_mask_token(words: list[str], vocab_size: int) -> list[str]:
-    """The adapted words (no padding / ``[UNK]``) with ``[MASK]`` as the last id, within ``vocab_size`` ids.
-
-    ``[MASK]`` takes the place of the least frequent word, so the embedding table keeps the size it has
-    without pretraining. Text never produces it: the default standardisation strips the brackets.
+    """The adapted words with ``[MASK]`` as the last id, in place of the least frequent word.
 
     >>> with_mask_token(["the", "a", "of"], vocab_size=5)
     ['the', 'a', '[MASK]']
     """
-    words = [w for w in words if w != MASK_TOKEN]
-    return words[: vocab_size - 3] + [MASK_TOKEN]
+    return with_reserved_words(words, vocab_size, [MASK_TOKEN])
 
 
 def mask_id_of(vectorizer) -> int:

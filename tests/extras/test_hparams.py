@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import QUIET, compose_cfg, poll, tensorboard_server, train_tiny
-from mha_project.training.hparams import FINAL_METRICS, experiment_hparams, hparams_of, swept_domains
+from mha_project.extras.hparams.dashboard import FINAL_METRICS, experiment_hparams, swept_domains
+from mha_project.training.hparams import hparams_of
 
 
 def test_hparams_are_what_was_trained_not_the_shortcuts():
@@ -148,7 +149,7 @@ def test_attention_and_keras_epoch_scalars_share_their_steps(tiny_run):
 
 
 def test_a_trial_is_named_short_enough_for_the_tables_column(tmp_path, monkeypatch):
-    from mha_project.training.hparams import trial_name
+    from mha_project.extras.hparams.dashboard import trial_name
 
     monkeypatch.chdir(tmp_path)
     assert trial_name(tmp_path / "outputs" / "runs" / "2026-12-01_10-00-05") == "12-01 10:00:05"

@@ -1,4 +1,5 @@
-"""The pretraining stage of ``train(cfg)``: a masked-LM or ELECTRA stage on the training texts."""
+"""The pretraining stage: a masked-LM or ELECTRA stage on the training texts before the classifier's fit, or
+another run's pretrained backbone (``pretrain.from_run``); the classifier starts from its backbone."""
 
 from __future__ import annotations
 
@@ -7,18 +8,24 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import tensorflow as tf
 from omegaconf import OmegaConf
 
 from mha_project.cli import plural
-from mha_project.data.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.data.pipeline import pipeline_from_cfg
+from mha_project.data.sources import concat_texts, load_unlabeled_texts
 from mha_project.data.vocabulary import read_vocabulary
 from mha_project.errors import ConfigError, UserError, typed
-from mha_project.model.pretraining import build_pretrainer
+from mha_project.extras.pretraining import uses_pretraining
+from mha_project.extras.pretraining.fill_mask import fill_mask, perplexity
+from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
+from mha_project.extras.pretraining.models import build_pretrainer
 from mha_project.run_dir import MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format, recorded
-from mha_project.training.callbacks import FillMaskLogger, Perplexity, tensorboard_callbacks
+from mha_project.training.callbacks import tensorboard_callbacks
 from mha_project.training.fitting import fit_resumably, previous_epochs, save_model_atomic, warmup_cosine
 from mha_project.training.history import read_history
+from mha_project.training.hparams import run_label
+from mha_project.training.saving import load_model_safely
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +49,39 @@ ARCHITECTURE_KEYS = (
 )
 
 
-def uses_pretraining(cfg) -> bool:
-    """Whether this run pretrains (``pretrain=mlm``) or starts from a pretrained run (``pretrain.from_run``)."""
-    return cfg.pretrain.objective != "none" or bool(cfg.pretrain.from_run)
+class PretrainedBackbone:
+    """The backbone source (``mha_project/extending.py``) of ``pretrain=mlm|electra`` and ``pretrain.from_run``."""
+
+    def check(self, cfg, inputs) -> None:
+        """``pretrain.from_run``'s encoder and vocabulary fit this run: checked before the record is written."""
+        self.source = check_pretrained_source(cfg, inputs.vectorizer) if cfg.pretrain.from_run else None
+
+    def backbone(self, cfg, job, record, inputs, strategy):
+        """Run the stage (recorded as ``pretrained``; a resumed run after it skips it) and return the
+        pretrained backbone with fine-tuning's dropout, or None for a run without pretraining."""
+        if not record.done("pretrained"):
+            summary = self.source
+            if cfg.pretrain.objective != "none":
+                texts = inputs.data.train_texts  # the training split only: never validation or test
+                if cfg.pretrain.extra_unlabeled:
+                    unlabeled = load_unlabeled_texts(cfg.data)
+                    log.info(f"pretraining also on {len(unlabeled)} unlabeled texts")
+                    texts = concat_texts(texts, unlabeled)
+                with strategy.scope():
+                    stage_dir = job.run_dir / STAGE_DIR
+                    summary = run_pretraining(cfg, stage_dir, inputs.vectorizer, texts, run_label(job))
+            record.finish_stage("pretrained", pretrain=summary)
+        if not uses_pretraining(cfg):
+            return None
+        saved = Path(cfg.pretrain.from_run or job.run_dir) / STAGE_DIR / MODEL_FILE
+        with strategy.scope():
+            pretrained = load_model_safely(saved)
+            # The classifier's own initial weights must not depend on whether the stage ran in this process
+            # (a resume after it) or how much randomness it used; runs without it are untouched.
+            keras.utils.set_random_seed(cfg.seed)
+            backbone = pretrained_backbone(pretrained, cfg.model)
+        log.info(f"backbone initialised from {saved}")
+        return backbone
 
 
 def pretrained_backbone(pretrainer, model_cfg):
@@ -197,3 +234,40 @@ def check_pretrained_source(cfg, vectorizer) -> dict:
     summary = dict(record["results"].get("pretrain") or {"objective": "mlm"})
     summary["from"] = str(source)
     return summary
+
+
+class Perplexity(keras.callbacks.Callback):
+    """Adds ``perplexity = exp(masked-LM loss)`` to the epoch logs of a pretraining stage (the loss is the
+    mean cross-entropy over masked tokens: ``loss`` for mlm, ``masked_lm_loss``, the generator's, for
+    electra), so CSVLogger and TensorBoard record it beside the loss."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        loss = (logs or {}).get("masked_lm_loss", (logs or {}).get("loss"))
+        if loss is not None:
+            logs["perplexity"] = perplexity(float(loss))
+
+
+class FillMaskLogger(keras.callbacks.Callback):
+    """Every epoch, the masked LM's top-5 words for each ``[MASK]`` of a few probe sentences, as
+    TensorBoard text (``fill_mask/{k}``): watch the model learn the language."""
+
+    def __init__(self, log_dir, vectorizer, texts, seq_len: int, top_k: int = 5, truncation: str = "head"):
+        super().__init__()
+
+        self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
+        self.vectorizer = vectorizer
+        self.texts = list(texts)
+        self.seq_len = seq_len
+        self.truncation = truncation
+        self.top_k = top_k
+
+    def on_epoch_end(self, epoch, logs=None):
+        with self.writer.as_default(step=epoch + 1):  # the epoch scalars' step (EpochTensorBoard)
+            for k, text in enumerate(self.texts):
+                filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k, self.truncation)
+                lines = [
+                    f"[MASK] {i + 1}: " + ", ".join(f"{word} ({p:.2f})" for word, p in words)
+                    for i, words in enumerate(filled)
+                ]
+                tf.summary.text(f"fill_mask/{k}", f"**text:** {text}  \n" + "  \n".join(lines))
+        self.writer.flush()

@@ -1,18 +1,23 @@
-"""A masked language model's answer for each ``[MASK]`` in a text (used while training and by fill_mask.py)."""
+"""A masked language model's answer for each ``[MASK]`` in a text: while training (``FillMaskLogger``) and for a
+finished run (``fill_mask_in_run``, ``scripts/fill_mask.py``)."""
 
 from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 from keras import ops
+from omegaconf import OmegaConf
 
-from mha_project.data.masking import MASK_TOKEN, mask_id_of
-from mha_project.data.pipeline import truncate_token_ids
-from mha_project.data.vocabulary import ragged_ids
+from mha_project.analysis.runs import load_masked_lm
+from mha_project.data.pipeline import truncate_token_ids, truncation_of
+from mha_project.data.vocabulary import ragged_ids, saved_vectorizer
 from mha_project.errors import UserError
+from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of
+from mha_project.run_dir import MODEL_FILE, STAGE_DIR
 
 
 def encode_masked_text(text: str, vectorizer, seq_len: int, truncation: str = "head") -> np.ndarray:
@@ -57,3 +62,24 @@ def fill_mask(
 
 def perplexity(loss: float) -> float:
     return float(math.exp(min(loss, 50.0)))
+
+
+def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
+    """:func:`fill_mask` with a run directory's masked LM, vocabulary and seq_len."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"run dir {run_dir} does not exist or is not a directory")
+    if not (run_dir / ".hydra" / "config.yaml").is_file():
+        raise UserError(f"{run_dir} is not a run directory: no .hydra/config.yaml")
+    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    source = cfg.pretrain.from_run
+    if source and not (run_dir / STAGE_DIR / MODEL_FILE).is_file():
+        raise UserError(
+            f"{run_dir} did not pretrain: its encoder came from pretrain.from_run={source}; "
+            f"ask that run: python scripts/fill_mask.py {source} ..."
+        )
+    if "[mask]" not in text.lower():  # before the model loads: a typo gets its answer at once
+        raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
+    model = load_masked_lm(run_dir)
+    vectorizer = saved_vectorizer(run_dir / "vocab.txt", cfg.data.vocab_size)
+    return fill_mask(model, vectorizer, text, int(cfg.data.seq_len), top_k, truncation_of(cfg.data))

@@ -1,0 +1,113 @@
+"""Wide and deep (``model.ngram_branch=bigram``, ``bigram_alone``; ``model.ngram_*``): a bag of a text's
+unigrams and hashed bigrams beside the encoder, or alone (``layers.py``: a fastText bag or naive-Bayes-weighted
+features), their logits added (``classifier.py``: ``WideAndDeepClassifier``). Registered with the core: the
+classifier it builds, the ratios it learns before the fit, the bag's own learning rate, its checks and Keras
+classes. docs/ngrams.md has the measurements."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from mha_project.config import checked, positive_int
+from mha_project.errors import ConfigError
+from mha_project.extending import (
+    CLASSIFIERS,
+    HPARAMS,
+    MODEL_READY,
+    NO_ATTENTION,
+    OPTIMIZERS,
+    config_check,
+    keras_module,
+    settings,
+)
+
+NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch; bigram_alone: no encoder
+NGRAM_WEIGHTINGS = ("none", "nb")  # model.ngram_weighting: a mean embedding (BagOfNgrams) | NBSVM (NaiveBayesNgrams)
+
+
+@settings("model")
+@dataclass
+class NgramSettings:
+    ngram_branch: str = checked(lambda v: v in NGRAM_BRANCHES, "one of " + ", ".join(NGRAM_BRANCHES))
+    ngram_buckets: int = checked(positive_int, "an integer >= 1")
+    ngram_dim: int = checked(positive_int, "an integer >= 1")
+    ngram_weighting: str = checked(lambda v: v in NGRAM_WEIGHTINGS, "one of " + ", ".join(NGRAM_WEIGHTINGS))
+    ngram_l2: float = checked(lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
+    encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+
+
+@settings("trainer")
+@dataclass
+class NgramTrainerSettings:
+    ngram_lr: Optional[float] = checked(lambda v: v is None or (math.isfinite(v) and v > 0), "null or a number > 0")
+
+
+def no_attention(cfg):
+    if cfg.model.get("ngram_branch") == "bigram_alone":
+        return (
+            "was trained with model.ngram_branch=bigram_alone: its model is a bag of n-grams without attention "
+            "layers, so there is no attention to inspect; use a run with an encoder"
+        )
+    return None
+
+
+def build(model_cfg, vocab_size: int, num_classes: int, backbone=None):
+    if model_cfg.get("ngram_branch", "none") == "none":
+        return None
+    from mha_project.extras.ngrams.classifier import build_wide_and_deep
+
+    return build_wide_and_deep(model_cfg, vocab_size, num_classes, backbone)
+
+
+def ready(cfg, model, inputs) -> None:
+    if cfg.model.ngram_branch != "none" and cfg.model.ngram_weighting == "nb":
+        from mha_project.extras.ngrams.classifier import adapt_ratios
+
+        adapt_ratios(cfg, model, inputs)
+
+
+def optimizer(model, trainer_cfg, adamw):
+    if trainer_cfg.get("ngram_lr") is None:
+        return None
+    from mha_project.extras.ngrams.classifier import bag_optimizer
+
+    return bag_optimizer(model, trainer_cfg, adamw)
+
+
+@config_check
+def check_ngrams(cfg) -> None:
+    model = cfg.model
+    if model.ngram_branch != "none":
+        # The hashed-bigram table, its gradient and AdamW's two moments, float32, known before anything loads;
+        # NaiveBayesNgrams: one ratio, one weight, its gradient and two moments per (feature, class).
+        width = 2 * 5 if model.ngram_weighting == "nb" else model.ngram_dim
+        need = 4 * 4 * model.ngram_buckets * width
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if need > have:
+            raise ConfigError(
+                f"model.ngram_buckets={model.ngram_buckets} is invalid here: its table (x model.ngram_dim="
+                f"{model.ngram_dim}, with its gradient and optimizer state) would need about {need / 2**30:,.0f} "
+                f"GiB against this machine's {have / 2**30:,.0f} GiB; lower model.ngram_buckets (default 262144)"
+            )
+    if model.ngram_weighting != "none" and model.ngram_branch == "none":
+        raise ConfigError(
+            f"model.ngram_weighting={model.ngram_weighting} is invalid with model.ngram_branch=none: it "
+            "weights the n-gram branch's features; add model.ngram_branch=bigram (or bigram_alone)"
+        )
+    if cfg.trainer.ngram_lr is not None and model.ngram_branch == "none":
+        raise ConfigError(
+            f"trainer.ngram_lr={cfg.trainer.ngram_lr} is invalid with model.ngram_branch=none: it is the n-gram "
+            "branch's learning rate; add model.ngram_branch=bigram or leave trainer.ngram_lr=null"
+        )
+
+
+HPARAMS["ngram_lr"] = "trainer.ngram_lr"
+NO_ATTENTION.append(no_attention)
+CLASSIFIERS.append(build)
+MODEL_READY.append(ready)
+OPTIMIZERS.append(optimizer)
+keras_module("mha_project.extras.ngrams.layers")
+keras_module("mha_project.extras.ngrams.classifier")

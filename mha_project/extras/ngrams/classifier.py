@@ -1,0 +1,135 @@
+"""The wide-and-deep classifier: the core's encoder head and a bag of n-grams (``layers.py``), their logits
+added before the softmax; how ``model.ngram_*`` builds it, readies it and gives its bag a learning rate."""
+
+from __future__ import annotations
+
+import keras
+from keras import layers
+
+from mha_project.data.pipeline import pipeline_from_cfg
+from mha_project.extras.ngrams.layers import BagOfNgrams, NaiveBayesNgrams
+from mha_project.model import PACKAGE, POOLINGS
+from mha_project.model.backbone import EncoderBackbone
+from mha_project.model.classifier import encoder_head
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class WideAndDeepClassifier(keras.Model):
+    """The core classifier's head (backbone -> pooling -> dropout -> class layer) beside ``ngram_branch``, a
+    bag of n-grams on the same token ids whose class logits are added to the encoder's before the softmax, so
+    both train jointly in one ``fit`` (wide and deep); ``encoder_logit_dropout`` drops the encoder's logits
+    for that fraction of the training examples. With ``backbone=None`` the bag alone classifies (an
+    ablation: no attention at all).
+
+    Example:
+    >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
+    ...                            key_dim=4, ff_dim=16)
+    >>> model = WideAndDeepClassifier(backbone, 3, ngram_branch=BagOfNgrams(50, 3, buckets=32, dim=4))
+    >>> tuple(model(keras.ops.ones((2, 8), "int32")).shape)
+    (2, 3)
+    """
+
+    def __init__(
+        self,
+        backbone: EncoderBackbone | None,
+        num_classes: int,
+        pooling: str = "mean",
+        dropout=0.1,
+        *,
+        ngram_branch: BagOfNgrams | NaiveBayesNgrams,
+        encoder_logit_dropout: float = 0.0,
+        **kwargs,
+    ):
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r} is invalid: must be one of {', '.join(POOLINGS)}")
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        encoder = None
+        if backbone is not None:
+            encoder = encoder_head(backbone, token_ids, num_classes, pooling, dropout, activation=None)
+        if encoder is not None and encoder_logit_dropout:
+            # Whole-example dropout of the encoder's logits (one mask value per example, broadcast over the
+            # classes): on those examples the bag must classify alone, so it does not leave the training
+            # examples to an encoder that memorises them faster than it generalises.
+            encoder = layers.Dropout(
+                encoder_logit_dropout, noise_shape=(None, 1), dtype="float32", name="encoder_logit_dropout"
+            )(encoder)
+        bag = ngram_branch(token_ids)
+        total = bag if encoder is None else layers.Add(dtype="float32", name="wide_and_deep")([encoder, bag])
+        probs = layers.Activation("softmax", dtype="float32", name="probabilities")(total)
+        super().__init__(inputs=token_ids, outputs=probs, **kwargs)
+        self.backbone = backbone
+        self.ngram_branch = ngram_branch
+        self.num_classes = num_classes
+        self.pooling = pooling
+        self.dropout = dropout
+        self.encoder_logit_dropout = encoder_logit_dropout
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "backbone": None if self.backbone is None else keras.layers.serialize(self.backbone),
+            "num_classes": self.num_classes,
+            "pooling": self.pooling,
+            "dropout": self.dropout,
+            "ngram_branch": keras.layers.serialize(self.ngram_branch),
+            "encoder_logit_dropout": self.encoder_logit_dropout,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for part in ("backbone", "ngram_branch"):
+            if config.get(part) is not None:
+                config[part] = keras.layers.deserialize(config[part])
+        return cls(**config)
+
+
+def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=None):
+    """The classifier with ``model.ngram_branch`` beside the encoder (``bigram``) or alone (``bigram_alone``);
+    None for ``model.ngram_branch=none`` (the core's classifier)."""
+    branch = model_cfg.get("ngram_branch", "none")
+    if branch == "none":
+        return None
+    if model_cfg.ngram_weighting == "nb":
+        ngrams = NaiveBayesNgrams(
+            vocab_size, num_classes, buckets=model_cfg.ngram_buckets, l2=model_cfg.ngram_l2, name="ngram_branch"
+        )
+    else:
+        ngrams = BagOfNgrams(
+            vocab_size, num_classes, buckets=model_cfg.ngram_buckets, dim=model_cfg.ngram_dim, name="ngram_branch"
+        )
+    if branch == "bigram_alone":
+        backbone = None
+    elif backbone is None:
+        backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size)
+    return WideAndDeepClassifier(
+        backbone,
+        num_classes,
+        pooling=model_cfg.pooling,
+        dropout=model_cfg.dropout,
+        ngram_branch=ngrams,
+        encoder_logit_dropout=model_cfg.encoder_logit_dropout,
+        name="mha_classifier",
+    )
+
+
+def adapt_ratios(cfg, model, inputs) -> None:
+    """A naive-Bayes bag's log-count ratios, from the training labels (all of them, on every process)."""
+    if isinstance(getattr(model, "ngram_branch", None), NaiveBayesNgrams):
+        data = inputs.data
+        train = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, inputs.vectorizer, shuffle=False)
+        model.ngram_branch.adapt(train.as_numpy_iterator())
+
+
+def bag_optimizer(model, trainer_cfg, adamw):
+    """With ``trainer.ngram_lr``, the bag gets its own AdamW peaking there (``keras.optimizers.MultiOptimizer``):
+    a bag of n-grams learns at several times the rate that suits the encoder, and one shared rate leaves one of
+    the two off its best."""
+    ngram_lr = trainer_cfg.get("ngram_lr")
+    if ngram_lr is None or getattr(model, "ngram_branch", None) is None:
+        return None
+    branch = f"{model.ngram_branch.name}/.*"  # its variables' paths: ngram_branch/ngram_embedding/embeddings, ...
+    return keras.optimizers.MultiOptimizer(
+        keras.optimizers.OptimizerMap(adamw(trainer_cfg.lr), {branch: adamw(ngram_lr)})
+    )

@@ -1,0 +1,282 @@
+"""The n-gram branch (mha_project/extras/ngrams, model.ngram_branch): its layers and classifier, its own
+learning rate; it trains beside the encoder or alone, in-process from composed configs, and its run exports a
+SavedModel that answers raw strings as model.keras does (those two marked slow)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
+
+from conftest import ROOT, compose_cfg, event_records, run_script, small_model_config
+from mha_project.analysis.runs import load_run
+from mha_project.errors import UserError
+from mha_project.extras.ngrams.layers import ngram_rows
+from mha_project.model.backbone import EncoderBackbone, encoder_blocks
+from mha_project.model.classifier import build_classifier
+from mha_project.training.fitting import compile_classifier
+from mha_project.training.train import train
+
+TEXTS = ["great coffee, would buy again", "stale, bitter! and late?", "ok", ""]
+
+
+def served_and_kept(run_dir: Path):
+    run = load_run(run_dir)
+    exported = tf.saved_model.load(str(run_dir / "export"))  # held: its variables live with it
+    served = exported.serve(tf.constant(TEXTS))["scores"].numpy()
+    return served, np.asarray(run.model.predict(run.token_ids(TEXTS), verbose=0)), run
+
+
+def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_further():
+    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=64", "lr=0.001")
+    shared, own = (compose_cfg(*overrides, *extra) for extra in ((), ("trainer.ngram_lr=0.1",)))
+    ids = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
+    moved = {}
+    for name, cfg in (("shared", shared), ("own", own)):
+        keras.utils.set_random_seed(0)
+        model = build_classifier(cfg.model, vocab_size=50, num_classes=2)
+        compile_classifier(model, cfg.trainer, total_steps=100)
+        several = isinstance(model.optimizer, keras.optimizers.MultiOptimizer)
+        assert several == (name == "own") and (not several or len(model.optimizer.optimizers) == 2)
+        table = model.get_layer("ngram_branch").embedding.embeddings
+        before = np.array(table)
+        for _ in range(3):  # past the warm-up's first step, whose rate is 0
+            model.train_on_batch(ids, np.array([0, 1]))
+        moved[name] = float(np.abs(np.array(table) - before).max())
+    # Adam's step is about the rate whatever the gradient's size: 100x the rate, about 100x the move.
+    assert moved["own"] > 30 * moved["shared"] > 0
+
+
+@pytest.mark.slow
+def test_the_wide_and_deep_run_exports_what_model_keras_answers(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=1024", "model.local_conv=3")
+    metrics = train(compose_cfg(*overrides), run_dir)  # the local convolution inside the encoder too
+    assert metrics["hparams"]["ngram_branch"] == "bigram" and metrics["hparams"]["local_conv"] == 3
+    served, kept, run = served_and_kept(run_dir)
+    np.testing.assert_allclose(served, kept, atol=1e-5)
+    branch = run.model.get_layer("ngram_branch")
+    assert branch.buckets == 1024 and run.model.get_layer("wide_and_deep") is not None
+    assert run.model.backbone.get_layer("local_conv").width == 3
+    assert (run_dir / "attention.html").exists()  # the encoder's attention is still there to look at
+    load_run(run_dir, needs_attention=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("branch", ["bigram", "bigram_alone"])
+def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_exports_them(tmp_path: Path, branch):
+    from mha_project.data.pipeline import pipeline_from_cfg
+    from mha_project.data.sources import load_dataset
+    from mha_project.extras.ngrams.layers import NaiveBayesNgrams
+
+    run_dir = tmp_path / "run"
+    cfg = compose_cfg(
+        "debug=tiny", f"model.ngram_branch={branch}", "model.ngram_weighting=nb", "model.ngram_buckets=512"
+    )
+    metrics = train(cfg, run_dir)
+    assert metrics["hparams"]["ngram_weighting"] == "nb" and metrics["test_accuracy"] > 0
+    served, kept, run = served_and_kept(run_dir)
+    np.testing.assert_allclose(served, kept, atol=1e-5)  # the SavedModel carries the ratios too
+    saved = np.asarray(run.model.get_layer("ngram_branch").ratios)
+    data = load_dataset(cfg.data, cfg.seed)
+
+    def ratios(texts, labels):
+        layer = NaiveBayesNgrams(run.vectorizer.vocabulary_size(), 2, buckets=512)
+        layer.adapt(pipeline_from_cfg(cfg, texts, labels, run.vectorizer, shuffle=False).as_numpy_iterator())
+        return np.asarray(layer.ratios)
+
+    np.testing.assert_allclose(saved, ratios(data.train_texts, data.train_labels), rtol=1e-5, atol=1e-6)
+    with_val = ratios([*data.train_texts, *data.val_texts], np.concatenate([data.train_labels, data.val_labels]))
+    assert not np.allclose(saved, with_val, atol=1e-4)  # validation labels would change them: they never enter
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    result = run_script("train.py", "debug=tiny", "model.ngram_branch=bigram_alone", "model.ngram_buckets=1024",
+                        f"hydra.run.dir={run_dir}")  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = result.stdout.split("next:")[1]
+    assert "evaluate.py" in steps and "inspect_attention.py" not in steps and "head_patterns.py" not in steps
+    for script in ("inspect_attention.py", "head_patterns.py", "head_importance.py"):
+        extra = ["great tea"] if script == "inspect_attention.py" else []
+        # A fresh process: the refusal must come from the run's config, before TensorFlow is imported.
+        probe = (
+            "import runpy, sys\n"
+            f"sys.argv = [{script!r}, {str(run_dir)!r}, *{extra!r}]\n"
+            f"try:\n    runpy.run_path('scripts/{script}', run_name='__main__')\n"
+            "finally:\n    print('tensorflow imported:', 'tensorflow' in sys.modules)\n"
+        )
+        refused = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and "its model is a bag of n-grams without attention" in refused.stderr
+        assert "Traceback" not in refused.stderr and "tensorflow imported: False" in refused.stdout
+    served, kept, run = served_and_kept(run_dir)
+    np.testing.assert_allclose(served, kept, atol=1e-5)
+    assert not any(isinstance(layer, keras.layers.MultiHeadAttention) for layer in run.model._flatten_layers())
+    assert not (run_dir / "attention.html").exists()
+    assert not [tag for tag in event_records(run_dir / "tensorboard") if tag.startswith(("attention", "head_view"))]
+    with pytest.raises(UserError, match="model.ngram_branch=bigram_alone: its model is a bag of n-grams without"):
+        load_run(run_dir, needs_attention=True)
+
+
+class NgramLayerChecks(TestCase):
+    def test_bag_of_ngrams(self):
+        from mha_project.extras.ngrams.layers import BagOfNgrams
+
+        self.run_layer_test(
+            BagOfNgrams,
+            init_kwargs=dict(vocab_size=20, num_classes=3, buckets=32, dim=4),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 3),
+            expected_output_dtype="float32",  # logits added to the encoder's in float32
+            expected_num_trainable_weights=3,  # n-gram embedding, the logits' kernel and bias
+            run_training_check=False,  # token-id input: the harness's training check feeds floats
+        )
+
+    def test_naive_bayes_ngrams(self):
+        from mha_project.extras.ngrams.layers import NaiveBayesNgrams
+
+        self.run_layer_test(
+            NaiveBayesNgrams,
+            init_kwargs=dict(vocab_size=20, num_classes=3, buckets=32, l2=1e-4),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 3),
+            expected_output_dtype="float32",
+            expected_num_trainable_weights=2,  # the linear layer's kernel and bias
+            expected_num_non_trainable_weights=1,  # the log-count ratios (adapt)
+            expected_num_losses=1,  # the kernel's L2 penalty
+            run_training_check=False,  # token-id input: the harness's training check feeds floats
+        )
+
+    def test_wide_and_deep_classifier(self):
+        from mha_project.extras.ngrams.classifier import WideAndDeepClassifier
+        from mha_project.extras.ngrams.layers import BagOfNgrams
+
+        shape = dict(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
+        self.run_layer_test(
+            WideAndDeepClassifier,
+            init_kwargs=dict(
+                backbone=EncoderBackbone(**shape), num_classes=3, ngram_branch=BagOfNgrams(20, 3, buckets=32, dim=4)
+            ),
+            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            expected_output_shape=(2, 3),
+            expected_num_trainable_weights=4 + 16 + 2 + 3,  # backbone, encoder logits, the bag's three
+            run_training_check=False,
+        )
+
+
+def test_bag_of_ngrams_counts_each_real_unigram_and_bigram_once():
+    from mha_project.extras.ngrams.layers import BagOfNgrams
+
+    bag = BagOfNgrams(vocab_size=10, num_classes=2, buckets=7, dim=3)
+    ids = np.array([[3, 4, 5, 0, 0], [3, 4, 5, 0, 0], [0, 0, 0, 0, 0]], "int32")
+    out = np.asarray(bag(ids))
+    rows = np.asarray(bag.embedding.embeddings)
+    kernel, bias = (np.asarray(w) for w in bag.output_dense.weights)
+    # Unigrams 3, 4, 5 and bigrams (3, 4), (4, 5) hashed after the 10 unigram rows; padding is neither.
+    ngrams = [3, 4, 5, 10 + (3 * 10 + 4) % 7, 10 + (4 * 10 + 5) % 7]
+    np.testing.assert_allclose(out[0], rows[ngrams].mean(0) @ kernel + bias, atol=1e-5)
+    np.testing.assert_allclose(out[1], out[0], atol=1e-6)  # same text, same logits
+    np.testing.assert_allclose(out[2], bias, atol=1e-6)  # no tokens: the bias alone, not NaN
+    padded = np.asarray(bag(np.pad(ids[:1], ((0, 0), (0, 4)))))
+    np.testing.assert_allclose(padded, out[:1], atol=1e-6)  # more padding changes nothing
+    rows, _ = ngram_rows(keras.ops.convert_to_tensor([[99_999, 99_998, 5]], "int32"), 100_000, 1000)
+    pairs = np.asarray(rows)[:, 3:]
+    assert ((pairs >= 100_000) & (pairs < 101_000)).all()  # no int32 overflow with a large vocabulary
+
+
+def test_naive_bayes_ratios_are_nbsvms_log_count_ratios_of_the_training_texts():
+    from mha_project.extras.ngrams.layers import NaiveBayesNgrams
+
+    vocab, buckets = 6, 4
+    nb = NaiveBayesNgrams(vocab_size=vocab, num_classes=2, buckets=buckets, smoothing=1.0)
+    ids = np.array([[2, 3, 2, 0], [4, 0, 0, 0], [2, 5, 0, 0]], "int32")
+    labels = np.array([1, 0, 1])
+    nb.adapt([(ids[:2], labels[:2]), (ids[2:], labels[2:])])  # batches add up
+
+    # Binary features by hand: text 0 holds 2 (twice: counted once), 3 and bigrams (2,3), (3,2); padding none.
+    def bigram(a, b):
+        return vocab + (a * vocab + b) % buckets
+
+    features = [{2, 3, bigram(2, 3), bigram(3, 2)}, {4}, {2, 5, bigram(2, 5)}]
+    x = np.zeros((3, vocab + buckets))
+    for row, held in enumerate(features):
+        x[row, sorted(held)] = 1
+    p = 1 + x[labels == 1].sum(0)  # Wang & Manning's p and q, alpha = 1
+    q = 1 + x[labels == 0].sum(0)
+    r = np.log((p / p.sum()) / (q / q.sum()))
+    np.testing.assert_allclose(np.asarray(nb.ratios)[:, 1], r, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(nb.ratios)[:, 0], -r, rtol=1e-5)  # two classes: one-vs-rest mirrors
+    nb.kernel.assign(np.ones((vocab + buckets, 2)))
+    nb.bias.assign([0.5, -0.5])
+    logits = np.asarray(nb(ids))
+    np.testing.assert_allclose(logits[:, 1], x @ r - 0.5, rtol=1e-5)  # sum of the distinct features' ratios
+    np.testing.assert_allclose(np.asarray(nb(np.pad(ids, ((0, 0), (0, 3))))), logits, atol=1e-6)  # padding
+
+
+def test_naive_bayes_ratios_are_one_vs_rest_for_more_classes():
+    from mha_project.extras.ngrams.layers import NaiveBayesNgrams
+
+    nb = NaiveBayesNgrams(vocab_size=5, num_classes=3, buckets=2)
+    nb.adapt([(np.array([[1, 0], [2, 0], [3, 0]], "int32"), np.array([0, 1, 2]))])
+    ratios = np.asarray(nb.ratios)
+    # Word i + 1 is held by class i's text alone: its ratio is positive for that class, negative for the rest.
+    for word, own in ((1, 0), (2, 1), (3, 2)):
+        assert ratios[word, own] > 0 and (np.delete(ratios[word], own) < 0).all()
+
+
+@pytest.mark.parametrize(
+    "branch, weighting", [("bigram", "none"), ("bigram_alone", "none"), ("bigram", "nb"), ("bigram_alone", "nb")]
+)
+def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting):
+    config = small_model_config(ngram_branch=branch, ngram_buckets=64, ngram_dim=4, ngram_weighting=weighting)
+    model = build_classifier(config, 50, 2)
+    assert (encoder_blocks(model) != []) == (branch == "bigram")
+    ids = np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32")
+    if weighting == "nb":  # ratios and a kernel away from their initial values: the file must hold both
+        model.ngram_branch.adapt([(ids, np.array([0, 1]))])
+        model.ngram_branch.kernel.assign(np.random.default_rng(0).normal(size=model.ngram_branch.kernel.shape))
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_allclose(np.asarray(loaded(ids)), np.asarray(model(ids)), atol=1e-6)
+    assert np.asarray(model(ids)).sum(1) == pytest.approx([1, 1], abs=1e-5)
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_killed_wide_and_deep_run_resumes_as_the_run_never_killed(tmp_path):
+    # Fresh processes: a kill is the behaviour under test. The bag and its own optimizer (MultiOptimizer) resume too.
+    from test_reliability import RESUME, sigkill_then_resume
+
+    sigkill_then_resume(
+        tmp_path, [*RESUME, "model.ngram_branch=bigram", "model.ngram_buckets=1024", "trainer.ngram_lr=0.01"]
+    )
+
+
+def test_an_ngram_table_larger_than_memory_is_refused_up_front():
+    from mha_project.checks import validate_config
+    from mha_project.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model.ngram_buckets=1099511627776 is invalid here: its table"):
+        validate_config(compose_cfg("model.ngram_branch=bigram", "model.ngram_buckets=1099511627776"))
+    validate_config(compose_cfg("model.ngram_branch=bigram"))  # the default table fits
+
+
+def test_a_learning_rate_for_an_absent_bag_is_one_line_before_anything_is_made(tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_script("train.py", "trainer.ngram_lr=0.01", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "trainer.ngram_lr=0.01 is invalid with model.ngram_branch=none" in result.stderr and not run_dir.exists()
+
+
+def test_a_run_records_its_ngram_options_as_hyper_parameters():
+    from mha_project.training.hparams import hparams_of
+
+    recorded = hparams_of(compose_cfg("model.ngram_branch=bigram", "trainer.ngram_lr=0.02"))
+    assert recorded["ngram_branch"] == "bigram" and recorded["ngram_lr"] == 0.02
+    assert {"ngram_weighting", "ngram_buckets", "ngram_dim", "ngram_l2", "encoder_logit_dropout"} <= set(recorded)
