@@ -95,7 +95,7 @@ def load_run(path, needs_attention: bool = False, needs_data: bool = True) -> Ru
             raise ValueError(f"no {', '.join(missing)}")
     except ValueError as err:
         raise damaged(path / "metrics.json", err) from None
-    if needs_data and cfg.data.name in ("folder", "table") and not Path(str(cfg.data.path)).exists():
+    if needs_data and cfg.data.get("path") and not Path(str(cfg.data.path)).exists():
         raise UserError(
             f"the data this run was trained on, data.path={cfg.data.path}, no longer exists; "
             "move it back (the run's splits and test set are defined by it)"

@@ -53,7 +53,7 @@ def run_vectorizer(data_cfg, train_texts, seed: int, saved: Path, reserved: list
     (:func:`save_vocabulary`) once every check has passed."""
     if saved.exists():
         return saved_vectorizer(saved, data_cfg.vocab_size)
-    source = f"data.path={data_cfg.path}" if data_cfg.name in ("folder", "table") else f"data={data_cfg.name}"
+    source = f"data.path={data_cfg.path}" if data_cfg.get("path") else f"data={data_cfg.name}"
     vectorizer = make_vectorizer(
         train_texts, data_cfg.vocab_size, sample=data_cfg.vocab_sample, seed=seed, source=source
     )
