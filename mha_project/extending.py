@@ -33,7 +33,7 @@ RESERVED_WORDS: list[Callable] = []
 # backbone(cfg, job, record, inputs, strategy) -> an EncoderBackbone or None. The first backbone is taken.
 BACKBONE_SOURCES: list = []
 # Each may build the classifier for a config instead of the core's TextClassifier (a wide-and-deep model):
-# build(model_cfg, vocab_size, num_classes, backbone) -> a keras.Model or None. The first model is taken.
+# build(model_cfg, vocab_size, num_classes, backbone, dtype) -> a keras.Model or None. The first is taken.
 CLASSIFIERS: list[Callable] = []
 # Each prepares a built classifier from the training data before it is compiled (a bag's naive-Bayes ratios):
 # ready(cfg, model, inputs).

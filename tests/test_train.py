@@ -11,12 +11,6 @@ from conftest import QUIET, compose_cfg
 from mha_project.training.train import train
 
 
-@pytest.fixture(autouse=True)
-def float32_afterwards():
-    yield
-    keras.mixed_precision.set_global_policy("float32")  # train() sets the global policy of its run
-
-
 @pytest.mark.slow
 def test_train_returns_what_it_records(tmp_path: Path):
     metrics = train(compose_cfg("debug=tiny", *QUIET), tmp_path / "run")
@@ -39,6 +33,8 @@ def test_mixed_precision_trains_and_keeps_float32_probabilities(tmp_path: Path, 
     run_dir = tmp_path / "run"
     metrics = train(compose_cfg("debug=tiny", *QUIET, f"trainer.precision={precision}"), run_dir)
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] == metrics["test_loss"]  # not NaN
+    # The precision is the model's own dtype policy: the process's global policy is left as it was.
+    assert keras.mixed_precision.global_policy().name == "float32"
     model = keras.saving.load_model(run_dir / "model.keras", safe_mode=True)
     assert model.backbone.get_layer("encoder_0").attention.compute_dtype == precision.split("_")[1]
     assert model.output.dtype == "float32"  # the softmax stays float32 under mixed precision

@@ -31,7 +31,9 @@ class TextClassifier(keras.Model):
             raise ValueError(f"pooling={pooling!r} is invalid: must be one of {', '.join(POOLINGS)}")
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         probs = encoder_head(backbone, token_ids, num_classes, pooling, dropout, activation="softmax")
+        kwargs.pop("dtype", None)  # the backbone's: a functional model drops it, and compile reads it (loss scaling)
         super().__init__(inputs=token_ids, outputs=probs, **kwargs)
+        self.dtype_policy = backbone.dtype_policy
         self.backbone = backbone
         self.num_classes = num_classes
         self.pooling = pooling
@@ -78,15 +80,16 @@ def uncompiled_copy(model, weights=None):
     return copy
 
 
-def build_classifier(model_cfg, vocab_size: int, num_classes: int, backbone=None):
-    """The classifier the ``model`` config group describes, on ``backbone`` when given (a pretrained one); an
-    extra's classifier where one builds it for this config (``CLASSIFIERS``: a wide-and-deep model)."""
+def build_classifier(model_cfg, vocab_size: int, num_classes: int, backbone=None, dtype=None):
+    """The classifier the ``model`` config group describes, on ``backbone`` when given (a pretrained one), in
+    the dtype policy ``dtype`` (``trainer.precision``; None: Keras's global policy); an extra's classifier
+    where one builds it for this config (``CLASSIFIERS``: a wide-and-deep model)."""
     for build in CLASSIFIERS:
-        model = build(model_cfg, vocab_size, num_classes, backbone)
+        model = build(model_cfg, vocab_size, num_classes, backbone, dtype)
         if model is not None:
             return model
     if backbone is None:
-        backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size)
+        backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size, dtype=dtype)
     return TextClassifier(
         backbone, num_classes, pooling=model_cfg.pooling, dropout=model_cfg.dropout, name="mha_classifier"
     )

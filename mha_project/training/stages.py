@@ -44,7 +44,8 @@ BEST_WEIGHTS = Path("checkpoints") / "best.weights.h5"  # inside the run directo
 
 
 def prepare_process(cfg: DictConfig):
-    """Devices, the distribution strategy, seeds, determinism and precision; returns the strategy."""
+    """Devices, the distribution strategy, seeds and determinism; returns the strategy (the precision is the
+    model's own dtype policy, ``build_model``)."""
     if cfg.trainer.cpu_devices:
         use_logical_cpus(cfg.trainer.cpu_devices)
     strategy = make_strategy(cfg.trainer.distribution, cfg.trainer.join_timeout)
@@ -61,7 +62,6 @@ def prepare_process(cfg: DictConfig):
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
-    keras.mixed_precision.set_global_policy(cfg.trainer.precision)
     return strategy
 
 
@@ -152,7 +152,8 @@ def backbone_from_extras(cfg: DictConfig, job, record, inputs: Inputs, strategy)
 def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: FitPlan, backbone=None):
     """The compiled classifier, on ``backbone`` when given (an extra's, pretrained); writes its summary."""
     with strategy.scope():
-        model = build_classifier(cfg.model, inputs.vectorizer.vocabulary_size(), inputs.data.num_classes, backbone)
+        vocab_size, num_classes = inputs.vectorizer.vocabulary_size(), inputs.data.num_classes
+        model = build_classifier(cfg.model, vocab_size, num_classes, backbone, dtype=cfg.trainer.precision)
         for ready in MODEL_READY:  # what an extra's part learns from the training data first (mha_project/extending.py)
             ready(cfg, model, inputs)
         summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's

@@ -54,12 +54,12 @@ def no_attention(cfg):
     return None
 
 
-def build(model_cfg, vocab_size: int, num_classes: int, backbone=None):
+def build(model_cfg, vocab_size: int, num_classes: int, backbone=None, dtype=None):
     if model_cfg.get("ngram_branch", "none") == "none":
         return None
     from mha_project.extras.ngrams.classifier import build_wide_and_deep
 
-    return build_wide_and_deep(model_cfg, vocab_size, num_classes, backbone)
+    return build_wide_and_deep(model_cfg, vocab_size, num_classes, backbone, dtype)
 
 
 def ready(cfg, model, inputs) -> None:

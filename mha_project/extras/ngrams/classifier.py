@@ -56,7 +56,9 @@ class WideAndDeepClassifier(keras.Model):
         bag = ngram_branch(token_ids)
         total = bag if encoder is None else layers.Add(dtype="float32", name="wide_and_deep")([encoder, bag])
         probs = layers.Activation("softmax", dtype="float32", name="probabilities")(total)
+        kwargs.pop("dtype", None)  # its parts': a functional model drops it, and compile reads it (loss scaling)
         super().__init__(inputs=token_ids, outputs=probs, **kwargs)
+        self.dtype_policy = (backbone if backbone is not None else ngram_branch).dtype_policy
         self.backbone = backbone
         self.ngram_branch = ngram_branch
         self.num_classes = num_classes
@@ -85,7 +87,7 @@ class WideAndDeepClassifier(keras.Model):
         return cls(**config)
 
 
-def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=None):
+def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=None, dtype=None):
     """The classifier with ``model.ngram_branch`` beside the encoder (``bigram``) or alone (``bigram_alone``);
     None for ``model.ngram_branch=none`` (the core's classifier)."""
     branch = model_cfg.get("ngram_branch", "none")
@@ -93,16 +95,26 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
         return None
     if model_cfg.ngram_weighting == "nb":
         ngrams = NaiveBayesNgrams(
-            vocab_size, num_classes, buckets=model_cfg.ngram_buckets, l2=model_cfg.ngram_l2, name="ngram_branch"
+            vocab_size,
+            num_classes,
+            buckets=model_cfg.ngram_buckets,
+            l2=model_cfg.ngram_l2,
+            dtype=dtype,
+            name="ngram_branch",
         )
     else:
         ngrams = BagOfNgrams(
-            vocab_size, num_classes, buckets=model_cfg.ngram_buckets, dim=model_cfg.ngram_dim, name="ngram_branch"
+            vocab_size,
+            num_classes,
+            buckets=model_cfg.ngram_buckets,
+            dim=model_cfg.ngram_dim,
+            dtype=dtype,
+            name="ngram_branch",
         )
     if branch == "bigram_alone":
         backbone = None
     elif backbone is None:
-        backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size)
+        backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size, dtype=dtype)
     return WideAndDeepClassifier(
         backbone,
         num_classes,
@@ -110,6 +122,7 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
         dropout=model_cfg.dropout,
         ngram_branch=ngrams,
         encoder_logit_dropout=model_cfg.encoder_logit_dropout,
+        dtype=dtype,
         name="mha_classifier",
     )
 

@@ -133,6 +133,7 @@ class MaskedLanguageModel(keras.Model):
             backbone.arguments["vocab_size"],
             activation=backbone.arguments["activation"],
             tie_embeddings=tie_embeddings,
+            dtype=backbone.dtype_policy,
             name="mlm_head",
         )
 
@@ -199,7 +200,10 @@ class ReplacedTokenDetector(keras.Model):
         self.discriminator_weight = discriminator_weight
         arguments = backbone.arguments
         self.replaced_transform = layers.Dense(
-            arguments["embed_dim"], activation=arguments["activation"], name="replaced_transform"
+            arguments["embed_dim"],
+            activation=arguments["activation"],
+            dtype=backbone.dtype_policy,
+            name="replaced_transform",
         )
         self.replaced_logit = layers.Dense(1, dtype="float32", name="replaced_logit")
         narrow = dict(
@@ -209,8 +213,10 @@ class ReplacedTokenDetector(keras.Model):
             value_dim=None,
             name="generator_backbone",
         )
-        generator_backbone = EncoderBackbone(**{**arguments, **narrow})
-        self.generator = MaskedLanguageModel(generator_backbone, tie_embeddings=tie_embeddings, name="generator")
+        generator_backbone = EncoderBackbone(**{**arguments, **narrow}, dtype=backbone.dtype_policy)
+        self.generator = MaskedLanguageModel(
+            generator_backbone, tie_embeddings=tie_embeddings, dtype=backbone.dtype_policy, name="generator"
+        )
         self.trackers = {
             name: keras.metrics.Mean(name=name)
             for name in ("loss", "masked_lm_loss", "replaced_loss", "masked_accuracy", "replaced_accuracy")
@@ -299,21 +305,24 @@ def replace_with_samples(inputs, targets, weights, sampled):
     return corrupted, tf.cast(corrupted != originals, tf.float32)
 
 
-def build_pretrainer(model_cfg, pretrain_cfg, vocab_size: int):
+def build_pretrainer(model_cfg, pretrain_cfg, vocab_size: int, dtype=None):
     """The stage's model for ``pretrain.objective``, on a backbone shaped as ``model_cfg`` says, with the
     stage's dropout (and attention dropout 0, Keras's fused attention path): :class:`MaskedLanguageModel`
     (mlm) or :class:`ReplacedTokenDetector` (electra); built."""
     backbone = EncoderBackbone.from_model_config(
-        model_cfg, vocab_size, dropout=pretrain_cfg.dropout, attention_dropout=0.0
+        model_cfg, vocab_size, dropout=pretrain_cfg.dropout, attention_dropout=0.0, dtype=dtype
     )
     if pretrain_cfg.objective == "mlm":
-        model = MaskedLanguageModel(backbone, tie_embeddings=pretrain_cfg.tie_embeddings, name="masked_lm")
+        model = MaskedLanguageModel(
+            backbone, tie_embeddings=pretrain_cfg.tie_embeddings, dtype=backbone.dtype_policy, name="masked_lm"
+        )
     else:
         model = ReplacedTokenDetector(
             backbone,
             tie_embeddings=pretrain_cfg.tie_embeddings,
             generator_size=float(pretrain_cfg.generator_size),
             discriminator_weight=float(pretrain_cfg.discriminator_weight),
+            dtype=backbone.dtype_policy,
             name="electra",
         )
     model.build()

@@ -103,7 +103,7 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts, label: str = "") ->
         f"pretraining: {pcfg.objective} on {len(texts)} training texts · {plural(pcfg.epochs, 'epoch')} of "
         f"{steps_per_epoch} batches · mask rate {pcfg.mask_rate} · tied embeddings {pcfg.tie_embeddings}"
     )
-    model = build_pretrainer(cfg.model, pcfg, vectorizer.vocabulary_size())
+    model = build_pretrainer(cfg.model, pcfg, vectorizer.vocabulary_size(), dtype=cfg.trainer.precision)
     _compile_pretrainer(model, pcfg, steps_per_epoch)
 
     previous = previous_epochs(stage_dir)
