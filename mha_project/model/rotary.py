@@ -59,6 +59,8 @@ class RotaryMultiHeadAttention(layers.MultiHeadAttention):
     ((2, 10, 32), (2, 4, 10, 10))
     """
 
+    # A private method, the one place between the projections and the scores: Keras 3.15's public arguments
+    # (use_gate, sliding_window among them) act elsewhere, and Keras's docstring of it invites the override.
     def _compute_attention(self, query, key, value, attention_mask=None, training=None, *args, **kwargs):
         return super()._compute_attention(
             rotate_positions(query), rotate_positions(key), value, attention_mask, training, *args, **kwargs
