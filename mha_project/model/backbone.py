@@ -52,22 +52,19 @@ class EncoderBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
-        # === Layers (each with the backbone's dtype policy: a mixed-precision model reloads as one) ===
-        rotary = position_encoding == "rotary"
+        # Built in call order (their random seeds follow it), each in the backbone's dtype policy (reloads as one).
         self.embedding = TokenAndPositionEmbedding(
             vocab_size,
             max_len,
             embed_dim,
             cls_token=cls_token,
             input_scale=embedding_norm,
-            learned_positions=not rotary,
+            learned_positions=position_encoding != "rotary",
             dtype=dtype,
             name="embedding",
         )
-        self.embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
-        self.local_convolution = (
-            LocalConvolution(local_conv, dropout=dropout, dtype=dtype, name="local_conv") if local_conv else None
-        )
+        embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
+        conv = LocalConvolution(local_conv, dropout=dropout, dtype=dtype, name="local_conv") if local_conv else None
         self.blocks = [
             EncoderBlock(
                 num_heads=num_heads,
@@ -79,47 +76,40 @@ class EncoderBackbone(keras.Model):
                 activation=activation,
                 use_bias=use_bias,
                 norm_first=norm_first,
-                rotary_positions=rotary,
+                rotary_positions=position_encoding == "rotary",
                 dtype=dtype,
                 name=f"encoder_{i}",
             )
             for i in range(num_layers)
         ]
-        self.final_norm = (
-            layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
-        )
-
-        # === Functional model ===
+        norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        x = self.embedding_dropout(self.embedding(token_ids))
-        if self.local_convolution is not None:
-            x = self.local_convolution(x)
-        for block in self.blocks:
-            x = block(x)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
+        x = token_ids
+        for layer in (self.embedding, embedding_dropout, conv, *self.blocks, norm):
+            x = x if layer is None else layer(x)
         super().__init__(inputs=token_ids, outputs=x, **kwargs)
         if dtype is not None:
             self.dtype_policy = keras.dtype_policies.get(dtype)  # a functional model drops it (keras-hub does this)
-
-        # === Config ===
-        self.vocab_size = vocab_size
-        self.max_len = max_len
-        self.embed_dim = embed_dim
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.ff_dim = ff_dim
-        self.value_dim = value_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = activation
-        self.use_bias = use_bias
-        self.norm_first = norm_first
-        self.embedding_norm = embedding_norm
-        self.position_encoding = position_encoding
-        self.cls_token = cls_token
-        self.local_conv = local_conv
+        # The constructor's own arguments, as given (get_config adds Keras's name, trainable and dtype).
+        self.arguments = dict(
+            vocab_size=vocab_size,
+            max_len=max_len,
+            embed_dim=embed_dim,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            key_dim=key_dim,
+            ff_dim=ff_dim,
+            value_dim=value_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            use_bias=use_bias,
+            norm_first=norm_first,
+            embedding_norm=embedding_norm,
+            position_encoding=position_encoding,
+            cls_token=cls_token,
+            local_conv=local_conv,
+        )
 
     @classmethod
     def from_model_config(cls, model_cfg, vocab_size: int, **changes) -> EncoderBackbone:
@@ -155,29 +145,6 @@ class EncoderBackbone(keras.Model):
     def token_embedding(self):
         """The token embedding layer (its ``embeddings`` are the tied masked-LM output projection)."""
         return self.embedding.token_embedding
-
-    @property
-    def arguments(self) -> dict:
-        """The constructor's own arguments (``get_config`` less Keras's name, trainable and dtype)."""
-        return {
-            "vocab_size": self.vocab_size,
-            "max_len": self.max_len,
-            "embed_dim": self.embed_dim,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-            "key_dim": self.key_dim,
-            "ff_dim": self.ff_dim,
-            "value_dim": self.value_dim,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "activation": self.activation,
-            "use_bias": self.use_bias,
-            "norm_first": self.norm_first,
-            "embedding_norm": self.embedding_norm,
-            "position_encoding": self.position_encoding,
-            "cls_token": self.cls_token,
-            "local_conv": self.local_conv,
-        }
 
     def get_config(self):
         return {
