@@ -16,10 +16,10 @@ from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import concat_texts, load_unlabeled_texts
 from mha_project.data.vocabulary import read_vocabulary
 from mha_project.errors import ConfigError, UserError, typed
-from mha_project.extras.pretraining import uses_pretraining
 from mha_project.extras.pretraining.fill_mask import fill_mask, perplexity
 from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.extras.pretraining.models import build_pretrainer
+from mha_project.extras.pretraining.settings import uses_pretraining
 from mha_project.run_dir import MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format, recorded
 from mha_project.training.callbacks import tensorboard_callbacks
 from mha_project.training.fitting import fit_resumably, previous_epochs, save_model_atomic, warmup_cosine
