@@ -2,10 +2,9 @@
 
 Importing this package is cheap (no TensorFlow, no Keras), so a bad command line is answered in about a
 second. Keras finds custom classes only by their registered names; the project registers its classes as soon
-as Keras is imported (before or after this package), so a saved model loads the Keras way:
-
-    import keras, mha_project.extras  # the extras' classes too (a wide-and-deep model, a masked LM)
-    model = keras.saving.load_model("outputs/runs/<time>/model.keras", safe_mode=True)
+as Keras is imported (before or after this package), and those of every extra imported (the entry points
+import the extras package; README "What a run leaves behind" has the line), so a saved model loads the
+Keras way: ``keras.saving.load_model("outputs/runs/<time>/model.keras", safe_mode=True)``.
 """
 
 import importlib.abc
@@ -19,13 +18,10 @@ __version__ = "0.1.0"
 def register_keras_objects() -> None:
     """Import every module that registers a Keras serializable, so ``load_model`` finds them by name: the
     core's, and those the extras imported so far listed (``mha_project/extending.py``)."""
-    import importlib
-
     import mha_project.training.saving  # noqa: F401  (it imports each of the core's)
-    from mha_project.extending import KERAS_MODULES
+    from mha_project.extending import import_keras_modules
 
-    for name in KERAS_MODULES:
-        importlib.import_module(name)
+    import_keras_modules()
 
 
 class _RegisterWhenKerasLoads(importlib.abc.MetaPathFinder):

@@ -88,9 +88,16 @@ def fit_callbacks(factory: Callable) -> Callable:
 
 def keras_module(name: str) -> None:
     """Register a module of Keras classes: imported now if Keras is, else when it is (``mha_project/__init__``)."""
-    import importlib
     import sys
 
     KERAS_MODULES.append(name)
     if "keras" in sys.modules and "mha_project.training.saving" in sys.modules:
+        import_keras_modules()
+
+
+def import_keras_modules() -> None:
+    """Import every registered module of Keras classes (those already imported cost nothing)."""
+    import importlib
+
+    for name in KERAS_MODULES:
         importlib.import_module(name)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 import keras
 
 # Keras finds the project's classes only by their registered names: import every module that registers one.
@@ -14,13 +12,12 @@ import mha_project.model.poolings  # noqa: F401
 import mha_project.model.rotary  # noqa: F401  (RotaryMultiHeadAttention)
 import mha_project.training.schedules  # noqa: F401  (WarmupCosine, saved with each model's optimizer)
 from mha_project.errors import UserError, message_line
-from mha_project.extending import KERAS_MODULES
+from mha_project.extending import import_keras_modules
 
 
 def load_model_safely(path):
     """``keras.saving.load_model`` with ``safe_mode=True``: code-carrying layers (Lambda) are refused."""
-    for name in KERAS_MODULES:  # the extras' Keras classes (mha_project/extending.py)
-        importlib.import_module(name)
+    import_keras_modules()  # the extras' Keras classes (mha_project/extending.py)
     try:
         return keras.saving.load_model(path, safe_mode=True)
     except ValueError as err:
