@@ -14,10 +14,10 @@ from mha_project.config import SHORTCUTS, schema
 from mha_project.extending import HPARAMS
 
 
-def _recorded_paths() -> dict[str, str]:
+def hparam_paths() -> dict[str, str]:
     """Name in TensorBoard -> where the trained value lives in the resolved config: every shortcut by its
-    name, every other model option by its own (so an option added to the schema is recorded with no list to
-    update), and the data, seed and pretraining that tell runs apart."""
+    name, every other model option by its own (so an option added to the schema, an extra's too, is recorded
+    with no list to update), the data and seed that tell runs apart, and the extras' own (``HPARAMS``)."""
     paths = {name: keys[0] for name, keys in SHORTCUTS.items()}
     set_by_shortcut = {key for keys in SHORTCUTS.values() for key in keys}
     model = typing.get_type_hints(schema())["model"]  # with the extras' model options
@@ -27,21 +27,18 @@ def _recorded_paths() -> dict[str, str]:
     return paths | {"truncation": "data.truncation", "dataset": "data.name", "seed": "seed"} | HPARAMS
 
 
-def _schema_type(path: str):
-    node, *parents, last = [schema(), *path.split(".")]
+def _schema_type(node: type, path: str):
+    *parents, last = path.split(".")
     for name in parents:
         node = typing.get_type_hints(node)[name]
     return typing.get_type_hints(node)[last]
 
 
-def hparam_paths() -> dict[str, str]:
-    """Name in TensorBoard -> dotted key of every recorded hyper-parameter (the extras' included)."""
-    return _recorded_paths()
-
-
 def int_hparams() -> set[str]:
     """The recorded hyper-parameters that are integers in the schema."""
-    return {name for name, path in hparam_paths().items() if _schema_type(path) in (int, typing.Optional[int])}
+    declared = schema()  # built once for every path
+    integer = (int, typing.Optional[int])
+    return {name for name, path in hparam_paths().items() if _schema_type(declared, path) in integer}
 
 
 # What a sweep's override may be called on the command line: a shortcut, or the seed.

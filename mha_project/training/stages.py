@@ -309,8 +309,6 @@ def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:
     results = record.results  # what each stage recorded: the fit (and the extras' callbacks), the test, pretraining
     majority = int(np.bincount(np.asarray(data.train_labels)).argmax())  # what a model that learned nothing says
     return {
-        "test_accuracy": results["test_accuracy"],
-        "test_loss": results["test_loss"],
         **results,
         "params": int(model.count_params()),
         "dataset": data.name,

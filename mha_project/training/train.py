@@ -34,7 +34,7 @@ from mha_project.run_dir import has_attention, open_run_dir
 from mha_project.training import stages
 from mha_project.training.failures import failure_recorded
 from mha_project.training.job import Job
-from mha_project.training.reporting import already_finished, log_result, next_steps, point_latest_at
+from mha_project.training.reporting import already_finished, log_result, next_steps, point_latest_at, stop_logging_into
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
@@ -111,8 +111,6 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
 
 def _train_as_helper(cfg: DictConfig, job: Job) -> dict:
     """Processes other than 0 of a data-parallel run train the same model and record nothing."""
-    from mha_project.training.reporting import stop_logging_into
-
     stop_logging_into(job.run_dir)  # not even in Hydra's train.log (the run dir may be process 0's)
     quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False, "attention": {"html": False}}})
     with tempfile.TemporaryDirectory(prefix="mha-project-process-") as scratch:

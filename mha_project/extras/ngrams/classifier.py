@@ -93,24 +93,13 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
     branch = model_cfg.get("ngram_branch", "none")
     if branch == "none":
         return None
-    if model_cfg.ngram_weighting == "nb":
-        ngrams = NaiveBayesNgrams(
-            vocab_size,
-            num_classes,
-            buckets=model_cfg.ngram_buckets,
-            l2=model_cfg.ngram_l2,
-            dtype=dtype,
-            name="ngram_branch",
-        )
-    else:
-        ngrams = BagOfNgrams(
-            vocab_size,
-            num_classes,
-            buckets=model_cfg.ngram_buckets,
-            dim=model_cfg.ngram_dim,
-            dtype=dtype,
-            name="ngram_branch",
-        )
+    # The weighting picks the bag and its one setting of its own; the rest they share.
+    bag, own = (
+        (NaiveBayesNgrams, {"l2": model_cfg.ngram_l2})
+        if model_cfg.ngram_weighting == "nb"
+        else (BagOfNgrams, {"dim": model_cfg.ngram_dim})
+    )
+    ngrams = bag(vocab_size, num_classes, buckets=model_cfg.ngram_buckets, dtype=dtype, name="ngram_branch", **own)
     if branch == "bigram_alone":
         backbone = None
     elif backbone is None:
