@@ -38,6 +38,7 @@ def compose(overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    import mha_project.extras  # noqa: F401  (the extras' datasets and settings: data=table, data=relations)
     from mha_project.config import register_configs
 
     register_configs()  # the typed schema the root config's defaults list names
@@ -184,6 +185,9 @@ def _word_ids(words, texts) -> list[list[int]]:
 def main() -> None:
     overrides = [a for a in sys.argv[1:] if a != "--tfidf-only"]
     cfg = compose(overrides)
+    from mha_project.cli import import_tensorflow_quietly
+
+    import_tensorflow_quietly()  # as the entry points do: Keras loads (and the project registers) first
     from mha_project.data.sources import load_dataset
 
     data = load_dataset(cfg.data, cfg.seed)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from mha_project.config import (
     MULTI_WORKER_UNSUPPORTED,
@@ -25,6 +26,18 @@ from mha_project.extending import CHECKS
 def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that is out of range. Touches no file."""
     declared = schema()  # the core's settings and the extras'
+    try:  # a resolver that refuses a value (an extra's) raises ConfigError inside OmegaConf's own error
+        for key in cfg:
+            if key != "hydra":  # Hydra's own node resolves per job, later
+                node = cfg[key]
+                OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else None
+    except InterpolationResolutionError as err:
+        cause = err
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise cause from None
+        raise
     unknown = unknown_keys(cfg, declared)
     if unknown:
         raise ConfigError(not_a_setting(unknown[0]))

@@ -116,6 +116,8 @@ class ModelConfig:
     max_len: int = checked(positive_int, "an integer >= 1")
     activation: str = MISSING
     use_bias: bool = MISSING
+    use_gate: bool = MISSING
+    sliding_window: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
     norm_first: bool = MISSING
     pooling: str = checked(lambda v: v in POOLINGS, "one of " + ", ".join(POOLINGS))
     embedding_norm: str = checked(lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES))
@@ -206,7 +208,7 @@ def schema() -> type:
 
     fields = []
     for name, kind, f in copied(TrainConfig):
-        if name in ("model", "trainer"):
+        if name in ("data", "model", "trainer"):
             group = extended(kind, name)
             f = field(default_factory=group)
             kind = group

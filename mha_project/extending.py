@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 # The extras' settings, added to the core's schema (mha_project/config.py): a dataclass per place, "" for new
-# top-level groups (pretrain:), "model" / "trainer" for keys inside those groups.
+# top-level groups (pretrain:), "data" / "model" / "trainer" for keys inside those groups.
 SETTINGS: dict[str, list[type]] = {}
 # Top-level config keys that, besides the core's, decide what model a run directory holds (run_dir.py), and
 # dotted keys inside them that do not (a stage's probe texts).
@@ -41,6 +41,10 @@ MODEL_READY: list[Callable] = []
 # Each may give the classifier's optimizer instead of one AdamW (a second rate for part of the model):
 # optimizer(model, trainer_cfg, adamw) -> an optimizer or None, adamw(lr) being the run's AdamW at peak lr.
 OPTIMIZERS: list[Callable] = []
+# Each may say, for a dataset built by a known rule, which positions the rule relates, so that the heads
+# following each relation can be named (analysis/head_patterns.py): links(data_cfg) -> None or a function
+# of a text's words -> {relation: [(query position, key position), ...]}.
+RELATION_LINKS: list[Callable] = []
 # Modules to import once Keras is loaded, so load_model finds the Keras classes they register.
 KERAS_MODULES: list[str] = []
 # Each returns Keras callbacks for the classifier's fit: factory(cfg, job) -> list[keras.callbacks.Callback].

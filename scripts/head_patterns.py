@@ -36,19 +36,22 @@ def main() -> None:
     try:
         check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
         import_tensorflow_quietly()
-        from mha_project.analysis.head_patterns import format_table, run_head_patterns
+        from mha_project.analysis.head_patterns import format_relations, format_table, run_head_patterns
 
         result = run_head_patterns(args.run_dir, args.texts, args.out, pretrained=args.pretrained)
     except UserError as err:
         fail(str(err))
     if args.json:
-        print(json.dumps({k: result[k] for k in ("run_dir", "model", "split", "texts", "thresholds", "heads")}))
+        keys = ("run_dir", "model", "split", "texts", "thresholds", "heads", "relations")
+        print(json.dumps({k: result[k] for k in keys}))
         return
     print(
         f"{result['model']}: {result['texts']} validation texts; chance level of a single position: "
         f"{result['heads'][0]['uniform_mass']:.3f} (mean 1/n)"
     )
     print(format_table(result["heads"]))
+    if result["relations"]:  # data built by a known rule: which head follows each relation
+        print(format_relations(result["relations"]))
     print(f"wrote {result['out_dir']}/head_patterns.png, .md, .json")
 
 

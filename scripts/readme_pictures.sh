@@ -4,7 +4,7 @@
 # 1. docs/attention_grid.png   the default run (seed 42) on one sentence, inspect_attention.py
 # 2. docs/head_view.png        that run's attention.html in headless Chromium, one head, a query hovered
 # 3. docs/hparams_table.png    TensorBoard's HParams table of a 4-job sweep that learns (heads x key_dim)
-# 4. docs/tensorboard_compare.png     TensorBoard's Attention tab on that sweep, compare: heads=1 beside heads=4
+# 4. docs/tensorboard_compare.png     the Attention tab on data=relations (task marker), compare: heads=1 beside heads=4
 # Needs chromium (apt-get install chromium) and Playwright (the dev extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,5 +29,12 @@ browser=$(command -v chromium || command -v chromium-browser || command -v googl
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1900,520 \
   --virtual-time-budget=20000 --screenshot="$(realpath docs/hparams_table.png)" \
   "http://127.0.0.1:$port/#hparams" 2>/dev/null
-python scripts/tab_screenshot.py "http://127.0.0.1:$port" docs/tensorboard_compare.png "run=0&compare_run=2"
+kill $board
+
+relations=$work/relations_heads_1_4
+python scripts/train.py -m data=relations heads=1,4 logger.attention.html=false hydra.sweep.dir="$relations" | tail -n 2
+python -m tensorboard.main --logdir "$relations" --host 127.0.0.1 --port "$port" >/dev/null 2>&1 &
+board=$!
+for _ in $(seq 60); do curl -sf "http://127.0.0.1:$port/data/plugins_listing" >/dev/null && break; sleep 1; done
+python scripts/tab_screenshot.py "http://127.0.0.1:$port" docs/tensorboard_compare.png "run=0&compare_run=1"
 echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png docs/tensorboard_compare.png"

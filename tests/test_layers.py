@@ -84,6 +84,7 @@ def test_embedding_mask_and_short_inputs():
         TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, cls_token=True, name="c"),
         TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, learned_positions=False, name="d"),
         EncoderBlock(num_heads=2, key_dim=4, ff_dim=6, rotary_positions=True, name="e"),
+        EncoderBlock(num_heads=2, key_dim=4, ff_dim=6, use_gate=True, sliding_window=2, name="g"),
     ],
 )
 def test_layer_config_round_trip(layer):
@@ -91,6 +92,21 @@ def test_layer_config_round_trip(layer):
     clone = keras.saving.deserialize_keras_object(config)
     assert type(clone) is type(layer)
     assert clone.get_config() == layer.get_config()
+
+
+def test_sliding_window_keeps_each_token_to_its_neighbours_and_the_gate_adds_a_projection():
+    x = keras.random.normal((1, 6, 8), seed=3)
+    windowed = EncoderBlock(num_heads=2, key_dim=4, ff_dim=8, sliding_window=2)
+    _, scores = windowed(x, return_attention_scores=True)
+    distance = np.abs(np.arange(6)[:, None] - np.arange(6)[None, :])
+    scores = np.asarray(scores)
+    assert np.all(scores[..., distance >= 2] == 0) and np.all(scores[..., distance < 2] > 0)
+    plain = EncoderBlock(num_heads=2, key_dim=4, ff_dim=8)
+    gated = EncoderBlock(num_heads=2, key_dim=4, ff_dim=8, use_gate=True)
+    plain.build((None, 6, 8))
+    gated.build((None, 6, 8))
+    # the gate: one more query-sized projection (kernel and bias) per head
+    assert gated.count_params() - plain.count_params() == 8 * 2 * 4 + 2 * 4
 
 
 @pytest.mark.parametrize("attention_dropout, expected", [(None, 0.3), (0.0, 0.0), (0.1, 0.1)])

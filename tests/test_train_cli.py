@@ -56,12 +56,14 @@ def test_run_directory_is_complete(tiny_run: Path):
         # every other model option, by its own name (training/hparams.py reads them from the schema)
         "activation": "gelu",
         "use_bias": True,
+        "use_gate": False,
         "norm_first": False,
     }
     # the core's hyper-parameters; an extra records its own beside them (tests/extras/), and nothing else is
     from mha_project.training.hparams import hparam_paths
 
     assert {name: metrics["hparams"][name] for name in core} == core
+    assert "sliding_window" not in metrics["hparams"]  # null (attend to every token) is no HParams value
     assert set(metrics["hparams"]) <= set(hparam_paths())
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0
     assert metrics["train_examples_per_second"] > 0 and metrics["test_examples"] == 160

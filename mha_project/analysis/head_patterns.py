@@ -33,7 +33,14 @@ label                 rule
 ====================  =====================================================================
 
 0.4 is far above chance (1/n is ~0.02 for a 50-token review) and means the pattern takes a plurality
-of the weight; 0.6 / 0.9 split entropy into "a handful of tokens" / "almost everything"."""
+of the weight; 0.6 / 0.9 split entropy into "a handful of tokens" / "almost everything".
+
+On data built by a known rule (an extra registers the rule's positions in
+``extending.RELATION_LINKS``), :func:`relation_heads` names, for each relation the rule reads (e.g. "the
+word before the marker"), the head that puts the most attention from the rule's query position on its key
+position, when that mass is at least 4 times what uniform attention would put there (:data:`RELATION_LIFT`:
+a relation's key is one position of many, and a head that reads it often shares the row with the query's
+own token)."""
 
 from __future__ import annotations
 
@@ -49,6 +56,7 @@ from mha_project.attention.scores import attention_scores, has_cls_token, normal
 from mha_project.data.pipeline import encode, pad_batch
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
+from mha_project.extending import RELATION_LINKS
 from mha_project.run_dir import ANALYSIS_TB, STAGE_DIR
 
 POSITION_THRESHOLD = 0.4
@@ -58,6 +66,9 @@ FOCUSED_ENTROPY = 0.6
 
 
 BROAD_ENTROPY = 0.9
+
+
+RELATION_LIFT = 4.0
 
 
 STAT_KEYS = ("normalized_entropy", "previous_token", "next_token", "self", "first_token", "same_word")
@@ -142,6 +153,54 @@ def model_head_patterns(
     for row in heads:
         row["top_tokens"] = top_tokens(lift[row["layer"]][row["head"]], counts, names)
     return heads
+
+
+def relation_heads(model, vectorizer, texts, links, seq_len: int, truncation: str = "head", batch_size: int = 64):
+    """For each relation ``links(words)`` names in the texts: every head's mean attention from the relation's
+    query position to its key position, the chance level (mean 1/n), and the head that follows it (the
+    largest mass, if >= :data:`RELATION_LIFT` x chance), as ``{"relation", "pairs", "chance", "mass", "head"}``.
+    Positions are the texts' words, as the rule made them (their words are the vocabulary's)."""
+    cls = int(has_cls_token(model))
+    sums: dict = {}  # relation -> [mass (layers, heads), pairs, sum of 1/n]
+    for start in range(0, len(texts), batch_size):
+        chunk = list(texts[start : start + batch_size])
+        rows = encode(chunk, vectorizer, seq_len, truncation)
+        ids = pad_batch(rows)
+        layers = np.stack(attention_scores(model, ids))  # (layers, batch, heads, T, T)
+        for b, (text, row) in enumerate(zip(chunk, rows)):
+            for relation, pairs in links(text.split()).items():
+                entry = sums.setdefault(relation, [0.0, 0, 0.0])
+                for q, k in pairs:
+                    if max(q, k) < len(row):
+                        entry[0] = entry[0] + layers[:, b, :, q + cls, k + cls]
+                        entry[1] += 1
+                        entry[2] += 1.0 / (len(row) + cls)
+    out = []
+    for relation, (mass, pairs, inverse_n) in sums.items():
+        mass, chance = np.asarray(mass, dtype="float64") / pairs, inverse_n / pairs
+        layer, head = np.unravel_index(int(np.argmax(mass)), mass.shape)
+        best = float(mass[layer, head])
+        named = {"layer": int(layer), "head": int(head), "mass": round(best, 4)}
+        out.append(
+            {
+                "relation": relation,
+                "pairs": pairs,
+                "chance": round(chance, 4),
+                "mass": np.round(mass, 4).tolist(),
+                "head": named if best >= RELATION_LIFT * chance else None,
+            }
+        )
+    return out
+
+
+def format_relations(relations: list[dict]) -> str:
+    """One line per relation: the head that follows it, or that none does."""
+    lines = []
+    for r in relations:
+        h = r["head"]
+        who = f"layer {h['layer']} head {h['head']} (attention {h['mass']:.2f})" if h else "no head reaches 4x chance"
+        lines.append(f"{r['relation']}: {who}; chance {r['chance']:.3f}, {r['pairs']} query positions")
+    return "\n".join(lines)
 
 
 def top_tokens(
@@ -290,12 +349,17 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     if pretrained:
         model, base = load_masked_lm(run.path), run.path / STAGE_DIR
     heads = model_head_patterns(model, run.vectorizer, texts, run.seq_len, truncation=run.truncation)
+    links = next((found for found in (rule(run.cfg.data) for rule in RELATION_LINKS) if found), None)
+    relations = (
+        [] if links is None else relation_heads(model, run.vectorizer, texts, links, run.seq_len, run.truncation)
+    )
     result = {
         "run_dir": str(run.path),
         "texts": len(texts),
         "split": "validation",
         "model": "pretrained masked LM" if pretrained else "classifier",
         "heads": heads,
+        "relations": relations,
         "thresholds": {
             "position_mass": POSITION_THRESHOLD,
             "focused_entropy": FOCUSED_ENTROPY,
@@ -308,7 +372,8 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     png = figure_to_png(patterns_figure(heads, title))
     write_bytes_atomic(out_dir / "head_patterns.png", png)
     write_json_atomic(out_dir / "head_patterns.json", result)
-    write_text_atomic(out_dir / "head_patterns.md", f"# {title}\n\n```\n{format_table(heads)}\n```\n")
+    table = format_table(heads) + (f"\n\n{format_relations(relations)}" if relations else "")
+    write_text_atomic(out_dir / "head_patterns.md", f"# {title}\n\n```\n{table}\n```\n")
 
     writer = tf.summary.create_file_writer(str(base / "tensorboard" / ANALYSIS_TB))
     with writer.as_default(step=0):

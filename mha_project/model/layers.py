@@ -198,6 +198,8 @@ class EncoderBlock(layers.Layer):
         attention_dropout: rate on the attention probabilities; ``None`` means ``dropout``.
         activation: feed-forward activation.
         use_bias: whether the Q/K/V/output projections have biases.
+        use_gate: gate each head's output with a sigmoid of a projection of the query (Keras's gated attention).
+        sliding_window: each token attends only to tokens fewer than this many positions away; ``None``: all.
         norm_first: pre-norm instead of post-norm.
         layer_norm_epsilon: epsilon of both LayerNormalizations.
         rotary_positions: rotate queries and keys by their positions (:class:`RotaryMultiHeadAttention`)
@@ -224,6 +226,8 @@ class EncoderBlock(layers.Layer):
         dropout: float = 0.0,
         activation: str = "gelu",
         use_bias: bool = True,
+        use_gate: bool = False,
+        sliding_window: int | None = None,
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         attention_dropout: float | None = None,
@@ -240,6 +244,8 @@ class EncoderBlock(layers.Layer):
         self.attention_dropout = attention_dropout
         self.activation = activation
         self.use_bias = use_bias
+        self.use_gate = use_gate
+        self.sliding_window = sliding_window
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.supports_masking = True
@@ -253,6 +259,8 @@ class EncoderBlock(layers.Layer):
             value_dim=self.value_dim,
             dropout=self.dropout if self.attention_dropout is None else self.attention_dropout,
             use_bias=self.use_bias,
+            use_gate=self.use_gate,
+            sliding_window=self.sliding_window,
             name="attention",
             dtype=self.dtype_policy,
         )
@@ -337,6 +345,8 @@ class EncoderBlock(layers.Layer):
             dropout=self.dropout,
             activation=self.activation,
             use_bias=self.use_bias,
+            use_gate=self.use_gate,
+            sliding_window=self.sliding_window,
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
             attention_dropout=self.attention_dropout,

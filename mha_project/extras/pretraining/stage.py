@@ -42,6 +42,8 @@ ARCHITECTURE_KEYS = (
     "value_dim",
     "activation",
     "use_bias",
+    "use_gate",
+    "sliding_window",
     "norm_first",
     "embedding_norm",
     "position_encoding",

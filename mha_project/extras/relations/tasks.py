@@ -1,0 +1,144 @@
+"""Seeded text tasks whose label is a relation between words: a bag of words (or of word pairs) cannot tell
+the classes apart, attention can. Each task is one generator: ``make(n, rng) -> (texts, labels)``; its
+docstring is the rule. ``links(words)`` names, for one text, the (query position, key position) pairs of each
+relation the rule reads, so that a trained model's heads can be checked against it (head_patterns.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven")
+LENGTH = 16  # words per text of the number tasks
+
+
+def numbers_around_a_marker(n: int, rng, marker: str, related) -> tuple[list[str], np.ndarray]:
+    """``n`` texts of LENGTH number words with ``marker`` at one random inner position; label 1 (half of
+    them) when ``related(before, after)`` holds for the words on either side of the marker."""
+    v = len(NUMBERS)
+    words = rng.integers(0, v, size=(n, LENGTH))
+    at = rng.integers(1, LENGTH - 1, size=n)
+    labels = rng.integers(0, 2, size=n)
+    rows = np.arange(n)
+    before = words[rows, at - 1]
+    wanted = np.array([next(b for b in range(v) if related(a, b)) for a in before])
+    # A word that does not relate: the wanted one moved by 1..v-1 (uniform over the others).
+    unrelated = (wanted + rng.integers(1, v, size=n)) % v
+    words[rows, at + 1] = np.where(labels == 1, wanted, unrelated)
+    texts = []
+    for row, position in zip(words, at):
+        tokens = [NUMBERS[i] for i in row]
+        tokens[position] = marker
+        texts.append(" ".join(tokens))
+    return texts, labels
+
+
+def marker(n: int, rng):
+    """``marker``: 16 number words (zero … seven) with ``is`` at one random position inside; **same** when the
+    word after ``is`` equals the word before it (``… four is four …``), else **different**.
+
+    Every word is equally likely in both classes and so is every pair of neighbours with ``is``: a bag of
+    words or word pairs sees nothing. The relation is read at one position from two others (before and
+    after the marker)."""
+    return numbers_around_a_marker(n, rng, "is", lambda a, b: a == b)
+
+
+def successor(n: int, rng):
+    """``successor``: as ``marker`` with ``then``: **yes** when the word after ``then`` is the one after the
+    word before it, counting round (``… two then three …``, ``… seven then zero …``), else **no**.
+
+    Unlike ``marker`` the relation is not symmetric: ``two then three`` is yes, ``three then two`` is no. An
+    attention head that mixes the two neighbours (a sum of their values) loses which came first; two heads,
+    one on each neighbour, keep it."""
+    v = len(NUMBERS)
+    return numbers_around_a_marker(n, rng, "then", lambda a, b: b == (a + 1) % v)
+
+
+NOUNS = ("soup", "staff", "room", "coffee", "service", "bread", "price", "view")
+GOOD = ("good", "great", "fresh", "friendly", "clean", "tasty")
+BAD = ("bad", "awful", "stale", "rude", "dirty", "bland")
+ADVERBS = ("very", "really", "quite", "truly", "so", "rather")
+NEUTRAL = ("also", "still")  # where "not" is not: the same length and slot in both cases
+TAILS = ("today", "again", "as usual", "this time", "for once", "in the end")
+
+
+def negation(n: int, rng):
+    """``negation``: ``the <noun> was [not|also|still] <adverb> <adjective> <tail>``; **positive** when the
+    adjective is good and not negated, or bad and negated (``the soup was not really bad today``), else
+    **negative**.
+
+    ``not`` and a good adjective are each in half the texts of each class, and an adverb always stands
+    between them, so no word and no pair of neighbours says the class: the adjective must be read together
+    with the ``not`` two words before it."""
+    texts, labels = [], np.empty(n, dtype="int64")
+    for i in range(n):
+        negated, good = rng.integers(0, 2, size=2)
+        adjective = (GOOD if good else BAD)[rng.integers(len(GOOD))]
+        slot = "not" if negated else NEUTRAL[rng.integers(len(NEUTRAL))]
+        words = ["the", NOUNS[rng.integers(len(NOUNS))], "was", slot, ADVERBS[rng.integers(len(ADVERBS))], adjective]
+        texts.append(" ".join(words + [TAILS[rng.integers(len(TAILS))]]))
+        labels[i] = int(good != negated)
+    return texts, labels
+
+
+def marker_links(words: list[str]) -> dict:
+    """The positions the marker tasks' rule relates: the marker and its two neighbours, each to each other
+    (a model may read the relation at any of the three, or tag the neighbours by attending to the marker),
+    and every other word to the marker (a head that finds where the marker is)."""
+    at = next((i for i, w in enumerate(words) if w in ("is", "then")), None)
+    if at is None or not 0 < at < len(words) - 1:
+        return {}
+    before, after = at - 1, at + 1
+    return {
+        "the word before the marker, to the marker": [(before, at)],
+        "the word after the marker, to the marker": [(after, at)],
+        "the marker, to the word before it": [(at, before)],
+        "the marker, to the word after it": [(at, after)],
+        "the word after the marker, to the word before it": [(after, before)],
+        "the word before the marker, to the word after it": [(before, after)],
+        "every other word, to the marker": [(i, at) for i in range(len(words)) if i != at],
+    }
+
+
+def negation_links(words: list[str]) -> dict:
+    """The positions the negation rule relates: ``not`` and the adjective two words after it, each to the
+    other, and every other word to ``not`` (a head that tells the whole text a ``not`` is there)."""
+    if "not" not in words or words.index("not") + 2 >= len(words):
+        return {}
+    at, adjective = words.index("not"), words.index("not") + 2
+    return {
+        "the adjective, to the not before it": [(adjective, at)],
+        "not, to the adjective it negates": [(at, adjective)],
+        "every other word, to not": [(i, at) for i in range(len(words)) if i != at],
+    }
+
+
+# name -> (generator, class names, links, probe texts that show the relation)
+TASKS = {
+    "marker": (
+        marker,
+        ("different", "same"),
+        marker_links,
+        ["one five two four is four six zero seven three", "one five two four is six six zero seven three"],
+    ),
+    "successor": (
+        successor,
+        ("no", "yes"),
+        marker_links,
+        ["six one zero two then three five seven four", "six one zero three then two five seven four"],
+    ),
+    "negation": (
+        negation,
+        ("negative", "positive"),
+        negation_links,
+        ["the soup was not really bad today", "the soup was also really bad today"],
+    ),
+}
+
+
+def generate(task: str, train_examples: int, test_examples: int, seed: int):
+    """((train texts, labels), (test texts, labels), class names) of ``task``, the same for the same seed."""
+    make, classes, _, _ = TASKS[task]
+    rng = np.random.default_rng([seed, list(TASKS).index(task)])
+    train = make(train_examples, rng)
+    test = make(test_examples, rng)
+    return train, test, list(classes)

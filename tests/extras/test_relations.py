@@ -1,0 +1,148 @@
+"""data=relations: seeded tasks a bag of words cannot do, learned in seconds, and head_patterns naming the head
+that reads each task's rule in a trained model."""
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import compose_cfg
+from mha_project.checks import validate_config
+from mha_project.errors import ConfigError
+from mha_project.extras.relations.tasks import BAD, GOOD, NUMBERS, TASKS, generate
+
+
+def rule(task: str, text: str) -> int:
+    """The label by each task's docstring, read back from the words."""
+    words = text.split()
+    if task == "negation":
+        good = next(w for w in words if w in GOOD + BAD) in GOOD
+        return int(good != ("not" in words))
+    at = words.index({"marker": "is", "successor": "then"}[task])
+    before, after = NUMBERS.index(words[at - 1]), NUMBERS.index(words[at + 1])
+    return int(after == before) if task == "marker" else int(after == (before + 1) % len(NUMBERS))
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_each_task_labels_by_its_rule_balances_its_classes_and_repeats_with_its_seed(task):
+    (texts, labels), (test_texts, test_labels), classes = generate(task, 2000, 300, seed=1)
+    assert len(classes) == 2 and len(texts) == 2000 and len(test_texts) == 300
+    assert [rule(task, t) for t in texts + test_texts] == list(labels) + list(test_labels)
+    assert 0.45 < np.mean(labels) < 0.55
+    again, _, _ = generate(task, 2000, 300, seed=1)
+    other, _, _ = generate(task, 2000, 300, seed=2)
+    assert again[0] == texts and other[0] != texts
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_no_word_and_no_pair_of_neighbours_tells_the_classes_apart(task):
+    (texts, labels), _, _ = generate(task, 20000, 1, seed=3)
+    seen, positive = Counter(), Counter()
+    for text, label in zip(texts, labels):
+        words = text.split()
+        features = set(words) | set(zip(words, words[1:]))
+        seen.update(features)
+        positive.update(features if label else ())
+    common = [f for f, n in seen.items() if n >= 300]
+    assert len(common) > 20
+    # Each word and bigram seen 300+ times is in both classes alike (binomial spread at n=300: +-0.03).
+    worst = max(common, key=lambda f: abs(positive[f] / seen[f] - 0.5))
+    assert abs(positive[worst] / seen[worst] - 0.5) < 0.1, (worst, positive[worst], seen[worst])
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["data=relations", "data.task=parity"], r"^data.task=parity is invalid: must be one of marker, successor"),
+        (["data.task=marker"], r"^data.task=marker is read by data=relations only"),
+        (["data=relations", "data.examples=0"], r"^data.examples=0 is invalid: must be null or an integer >= 1"),
+        (["data=relations", "model.sliding_window=0"], r"^model.sliding_window=0 is invalid: must be null or an"),
+    ],
+)
+def test_bad_relations_settings_are_refused_in_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        validate_config(compose_cfg(*overrides))
+    assert "\n" not in str(err.value)
+
+
+def test_a_head_count_that_does_not_divide_the_width_is_refused_in_one_line():
+    cfg = compose_cfg("data=relations", "heads=3")
+    with pytest.raises(ConfigError, match=r"^heads=3 does not divide the attention width 64: choose one of 1, 2, 4, 8"):
+        validate_config(cfg)
+
+
+# The smallest runs that learn each task (the documented setting on fewer texts and epochs).
+SMALL = {
+    "marker": ["data.examples=12000", "epochs=5"],
+    "successor": ["data.examples=12000", "epochs=5"],
+    "negation": ["data.examples=2000", "epochs=3"],
+}
+
+
+@pytest.fixture(scope="module")
+def relation_runs(tmp_path_factory) -> dict:
+    from mha_project.training.train import train
+
+    runs = {}
+    for task, overrides in SMALL.items():
+        run_dir = tmp_path_factory.mktemp(task) / "run"
+        cfg = compose_cfg(
+            "data=relations",
+            f"data.task={task}",
+            "data.test_examples=1000",
+            "heads=2",
+            "export=false",
+            "logger.attention.every_n_epochs=0",
+            *overrides,
+        )
+        runs[task] = (run_dir, train(cfg, run_dir))
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_small_run_learns_the_task_and_head_patterns_names_the_head_that_reads_its_rule(relation_runs, task):
+    from mha_project.analysis.head_patterns import run_head_patterns
+
+    run_dir, metrics = relation_runs[task]
+    assert metrics["test_accuracy"] >= 0.95, metrics["test_accuracy"]
+    result = run_head_patterns(run_dir, num_texts=300, out=Path(run_dir) / "patterns")
+    relations = {r["relation"]: r for r in result["relations"]}
+    links = TASKS[task][2]
+    assert set(relations) == set().union(*map(links, validation_words(run_dir)))  # every relation the rule reads
+    followed = [r for r in relations.values() if r["head"] is not None]
+    assert followed, relations  # a model that learned the rule has a head on its positions
+    for relation in followed:
+        named, mass = relation["head"], np.asarray(relation["mass"])
+        # the named head is the one whose attention goes from the rule's query to its key the most, far above
+        # what uniform attention would put there
+        assert mass[named["layer"], named["head"]] == mass.max() >= 4 * relation["chance"]
+    assert "layer 0 head" in (Path(run_dir) / "patterns" / "head_patterns.md").read_text()
+
+
+@pytest.mark.slow
+def test_positions_the_rule_does_not_relate_are_followed_by_no_head(relation_runs):
+    from mha_project.analysis.head_patterns import relation_heads
+    from mha_project.analysis.runs import load_run
+
+    run = load_run(relation_runs["marker"][0], needs_attention=True)
+    (texts, _), _, _ = generate("marker", 300, 1, seed=9)
+
+    def elsewhere(words):  # two words three and five places away from the marker: the rule reads neither
+        at = words.index("is")
+        return {
+            "elsewhere": [(q, k) for q, k in [(at - 3, at + 2), (at + 3, at - 2)] if 0 <= min(q, k) and max(q, k) < 16]
+        }
+
+    (measured,) = relation_heads(run.model, run.vectorizer, texts, elsewhere, run.seq_len)
+    assert measured["head"] is None and np.max(measured["mass"]) < 2 * measured["chance"], measured
+
+
+def validation_words(run_dir) -> list[list[str]]:
+    """The words of the run's first 300 validation texts (those head_patterns reads)."""
+    from mha_project.analysis.runs import load_run
+    from mha_project.data.sources import load_dataset
+
+    run = load_run(run_dir, needs_attention=True)
+    return [text.split() for text in load_dataset(run.cfg.data, int(run.cfg.seed)).val_texts[:300]]
