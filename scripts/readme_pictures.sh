@@ -4,7 +4,8 @@
 # 1. docs/attention_grid.png   the default run (seed 42) on one sentence, inspect_attention.py
 # 2. docs/head_view.png        that run's attention.html in headless Chromium, one head, a query hovered
 # 3. docs/hparams_table.png    TensorBoard's HParams table of a 4-job sweep that learns (heads x key_dim)
-# 4. docs/tensorboard_compare.png     the Attention tab on data=relations (task marker), compare: heads=1 beside heads=4
+# 4. docs/tensorboard_compare.png     the Attention tab on data=relations (task marker), compare: heads=1 beside
+#                                     heads=4, every head of the four overlaid
 # Needs chromium (apt-get install chromium) and Playwright (the dev extra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,5 +37,5 @@ python scripts/train.py -m data=relations heads=1,4 logger.attention.html=false 
 python -m tensorboard.main --logdir "$relations" --host 127.0.0.1 --port "$port" >/dev/null 2>&1 &
 board=$!
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$port/data/plugins_listing" >/dev/null && break; sleep 1; done
-python scripts/tab_screenshot.py "http://127.0.0.1:$port" docs/tensorboard_compare.png "run=0&compare_run=1"
+python scripts/tab_screenshot.py "http://127.0.0.1:$port" docs/tensorboard_compare.png "run=0&compare_run=1" all
 echo "wrote docs/attention_grid.png docs/head_view.png docs/hparams_table.png docs/tensorboard_compare.png"

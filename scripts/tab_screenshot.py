@@ -1,6 +1,9 @@
 """A picture of TensorBoard's Attention tab side by side ("compare"), each side at its last epoch:
 
     python scripts/tab_screenshot.py http://127.0.0.1:6006 docs/tensorboard_compare.png "run=0&compare_run=2"
+    python scripts/tab_screenshot.py http://127.0.0.1:6006 docs/tensorboard_compare.png "run=0&compare_run=1" all
+
+With "all", the right view shows every head side by side (the tab's "every head" button).
 
 Drives Debian's chromium with Playwright (the dev extra); scripts/readme_pictures.sh calls it."""
 
@@ -16,7 +19,7 @@ SHOWS_LAST = """() => {
 }"""
 
 
-def main(url: str, out: str, runs: str) -> None:
+def main(url: str, out: str, runs: str, right_heads: str = "") -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1500, "height": 760})
@@ -24,9 +27,11 @@ def main(url: str, out: str, runs: str) -> None:
         page.wait_for_selector("#panel-right[data-shown]")
         page.eval_on_selector("#panel-left #epoch-slider", LAST_EPOCH)
         page.wait_for_function(SHOWS_LAST)
+        if right_heads == "all":
+            page.click("#panel-right #model-toggle")
         page.screenshot(path=out)
         browser.close()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])
