@@ -19,7 +19,7 @@ from mha_project.config import (
     unknown_keys,
 )
 from mha_project.data.folders import check_folder_dataset
-from mha_project.errors import ConfigError, typed
+from mha_project.errors import ConfigError, causes, typed
 from mha_project.extending import CHECKS
 
 
@@ -27,17 +27,14 @@ def validate_config(cfg: DictConfig) -> None:
     """Raise ConfigError for the first value that is out of range. Touches no file."""
     declared = schema()  # the core's settings and the extras'
     try:  # a resolver that refuses a value (an extra's) raises ConfigError inside OmegaConf's own error
-        for key in cfg:
-            if key != "hydra":  # Hydra's own node resolves per job, later
-                node = cfg[key]
-                OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else None
+        for key in cfg:  # reading a value resolves it; Hydra's own node resolves per job, later
+            if key != "hydra" and OmegaConf.is_config(cfg[key]):
+                OmegaConf.to_container(cfg[key], resolve=True)
     except InterpolationResolutionError as err:
-        cause = err
-        while cause is not None and not isinstance(cause, ConfigError):
-            cause = cause.__cause__ or cause.__context__
-        if cause is not None:
-            raise cause from None
-        raise
+        refused = next((cause for cause in causes(err) if isinstance(cause, ConfigError)), None)
+        if refused is None:
+            raise
+        raise refused from None
     unknown = unknown_keys(cfg, declared)
     if unknown:
         raise ConfigError(not_a_setting(unknown[0]))

@@ -1,5 +1,7 @@
 """User-facing errors: the CLI prints them as one line (no traceback) and exits with code 2."""
 
+from __future__ import annotations
+
 
 class UserError(Exception):
     """Something the user can fix: a bad value, a missing file, a run that diverged."""
@@ -17,6 +19,25 @@ def message_line(err: BaseException) -> str:
     """The first non-empty line of an error's message (a library's multi-line report), else its type's name."""
     lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(err).__name__
+
+
+def causes(err: BaseException | None):
+    """``err`` and each exception it was raised from or during, innermost last (a cycle is walked once).
+
+    >>> try:
+    ...     try:
+    ...         raise KeyError("inner")
+    ...     except KeyError as inner:
+    ...         raise ValueError("outer") from inner
+    ... except ValueError as outer:
+    ...     [type(e).__name__ for e in causes(outer)]
+    ['ValueError', 'KeyError']
+    """
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
 
 
 def printable(text: str) -> str:

@@ -52,7 +52,7 @@ import tensorflow as tf
 from mha_project.analysis.runs import load_masked_lm, load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mha_project.attention.plots import figure_to_png, label_color, plt
-from mha_project.attention.scores import attention_scores, has_cls_token, normalized_entropy_rows
+from mha_project.attention.scores import attention_scores, has_cls_token, normalized_entropy_rows, scores_for_texts
 from mha_project.data.pipeline import encode, pad_batch
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
@@ -160,21 +160,20 @@ def relation_heads(model, vectorizer, texts, links, seq_len: int, truncation: st
     query position to its key position, the chance level (mean 1/n), and the head that follows it (the
     largest mass, if >= :data:`RELATION_LIFT` x chance), as ``{"relation", "pairs", "chance", "mass", "head"}``.
     Positions are the texts' words, as the rule made them (their words are the vocabulary's)."""
-    cls = int(has_cls_token(model))
+    cls = int(has_cls_token(model))  # positions of the words are one further on
     sums: dict = {}  # relation -> [mass (layers, heads), pairs, sum of 1/n]
     for start in range(0, len(texts), batch_size):
         chunk = list(texts[start : start + batch_size])
-        rows = encode(chunk, vectorizer, seq_len, truncation)
-        ids = pad_batch(rows)
-        layers = np.stack(attention_scores(model, ids))  # (layers, batch, heads, T, T)
-        for b, (text, row) in enumerate(zip(chunk, rows)):
+        scores, tokens, _ = scores_for_texts(model, vectorizer, chunk, seq_len, truncation)
+        layers = np.stack(scores)  # (layers, batch, heads, T, T)
+        for b, (text, n) in enumerate(zip(chunk, map(len, tokens))):
             for relation, pairs in links(text.split()).items():
                 entry = sums.setdefault(relation, [0.0, 0, 0.0])
                 for q, k in pairs:
-                    if max(q, k) < len(row):
+                    if max(q, k) + cls < n:
                         entry[0] = entry[0] + layers[:, b, :, q + cls, k + cls]
                         entry[1] += 1
-                        entry[2] += 1.0 / (len(row) + cls)
+                        entry[2] += 1.0 / n
     out = []
     for relation, (mass, pairs, inverse_n) in sums.items():
         mass, chance = np.asarray(mass, dtype="float64") / pairs, inverse_n / pairs

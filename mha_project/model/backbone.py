@@ -54,6 +54,7 @@ class EncoderBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
+        rotary = position_encoding == "rotary"  # positions inside attention instead of a learned table
         # Built in call order (their random seeds follow it), each in the backbone's dtype policy (reloads as one).
         self.embedding = TokenAndPositionEmbedding(
             vocab_size,
@@ -61,30 +62,28 @@ class EncoderBackbone(keras.Model):
             embed_dim,
             cls_token=cls_token,
             input_scale=embedding_norm,
-            learned_positions=position_encoding != "rotary",
+            learned_positions=not rotary,
             dtype=dtype,
             name="embedding",
         )
         embedding_dropout = layers.Dropout(dropout, dtype=dtype, name="embedding_dropout")
         conv = LocalConvolution(local_conv, dropout=dropout, dtype=dtype, name="local_conv") if local_conv else None
+        # What every encoder block takes, named once: the blocks get it, and so does get_config.
+        block = dict(
+            num_heads=num_heads,
+            key_dim=key_dim,
+            ff_dim=ff_dim,
+            value_dim=value_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            use_bias=use_bias,
+            use_gate=use_gate,
+            sliding_window=sliding_window,
+            norm_first=norm_first,
+        )
         self.blocks = [
-            EncoderBlock(
-                num_heads=num_heads,
-                key_dim=key_dim,
-                value_dim=value_dim,
-                ff_dim=ff_dim,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                activation=activation,
-                use_bias=use_bias,
-                use_gate=use_gate,
-                sliding_window=sliding_window,
-                norm_first=norm_first,
-                rotary_positions=position_encoding == "rotary",
-                dtype=dtype,
-                name=f"encoder_{i}",
-            )
-            for i in range(num_layers)
+            EncoderBlock(**block, rotary_positions=rotary, dtype=dtype, name=f"encoder_{i}") for i in range(num_layers)
         ]
         norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
@@ -100,17 +99,7 @@ class EncoderBackbone(keras.Model):
             max_len=max_len,
             embed_dim=embed_dim,
             num_layers=num_layers,
-            num_heads=num_heads,
-            key_dim=key_dim,
-            ff_dim=ff_dim,
-            value_dim=value_dim,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation=activation,
-            use_bias=use_bias,
-            use_gate=use_gate,
-            sliding_window=sliding_window,
-            norm_first=norm_first,
+            **block,
             embedding_norm=embedding_norm,
             position_encoding=position_encoding,
             cls_token=cls_token,

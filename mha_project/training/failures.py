@@ -11,7 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from mha_project.atomic import write_json_atomic
-from mha_project.errors import UserError, message_line
+from mha_project.errors import UserError, causes, message_line
 from mha_project.run_dir import FAILURE_FILE, STAGES
 
 log = logging.getLogger("mha_project.training.train")
@@ -30,14 +30,11 @@ STAGE_WORK = {
 def disk_full(err: BaseException) -> bool:
     """Whether ``err`` (or an exception it was raised from) says the disk or quota is full; TensorFlow and
     h5py report it as their own error types with the OS's message inside."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+    for cause in causes(err):
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if "No space left on device" in str(err) or "Disk quota exceeded" in str(err):
+        if "No space left on device" in str(cause) or "Disk quota exceeded" in str(cause):
             return True
-        err = err.__cause__ or err.__context__
     return False
 
 

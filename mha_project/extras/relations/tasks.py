@@ -102,9 +102,10 @@ def marker_links(words: list[str]) -> dict:
 def negation_links(words: list[str]) -> dict:
     """The positions the negation rule relates: ``not`` and the adjective two words after it, each to the
     other, and every other word to ``not`` (a head that tells the whole text a ``not`` is there)."""
-    if "not" not in words or words.index("not") + 2 >= len(words):
+    at = words.index("not") if "not" in words else len(words)
+    adjective = at + 2
+    if adjective >= len(words):
         return {}
-    at, adjective = words.index("not"), words.index("not") + 2
     return {
         "the adjective, to the not before it": [(adjective, at)],
         "not, to the adjective it negates": [(at, adjective)],
