@@ -13,7 +13,7 @@ from mha_project.attention.head_view import write_head_view
 from mha_project.attention.plots import FIGURE_FORMATS, SCALES, attention_grid, attention_lines, save_figure_as
 from mha_project.attention.scores import normalized_entropy, scores_for_texts
 from mha_project.attention.summaries import write_attention_summaries
-from mha_project.data.pipeline import encode, pad_batch
+from mha_project.data.pipeline import encode
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
 from mha_project.run_dir import ANALYSIS_TB
@@ -53,7 +53,7 @@ def inspect_text(
 
     scores, tokens, real = scores_for_texts(run.model, run.vectorizer, [text], run.seq_len, run.truncation)
     tokens = tokens[0]
-    probs = run.model.predict(pad_batch(encode([text], run.vectorizer, run.seq_len, run.truncation)), verbose=0)[0]
+    probs = run.model.predict(run.model_inputs([text]), verbose=0)[0]
     predicted = int(np.argmax(probs))
 
     top = _most_attended(scores, tokens, real, top_k)

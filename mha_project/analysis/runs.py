@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from mha_project.data.pipeline import encode, pad_batch, truncation_of
+from mha_project.data.pipeline import encode, model_inputs, pad_batch, truncation_of
 from mha_project.data.vocabulary import saved_vectorizer
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
@@ -50,13 +50,20 @@ class Run:
         return truncation_of(self.cfg.data)
 
     def token_ids(self, texts) -> np.ndarray:
-        """``model.keras``'s input for ``texts`` (a list of strings, or one string as one text): their ids as
-        training made them (vocabulary, seq_len, truncation), padded with 0 to the longest:
-        ``run.model(run.token_ids(["the coffee was stale"]))``. No texts: an empty ``(0, 0)`` array."""
+        """The encoder's input for ``texts`` (a list of strings, or one string as one text): their ids as
+        training made them (vocabulary, seq_len, truncation), padded with 0 to the longest (all of
+        ``model.keras``'s input unless it reads more of the text: :meth:`model_inputs`). No texts: an empty
+        ``(0, 0)`` array."""
         texts = _text_list(texts)
         if not texts:
             return np.zeros((0, 0), "int32")
         return pad_batch(encode(texts, self.vectorizer, self.seq_len, self.truncation))
+
+    def model_inputs(self, texts):
+        """``model.keras``'s whole input for ``texts`` (a list of strings, or one string as one text): the
+        token ids above, or, for a model that reads more of the raw text, a dict of them and its own inputs:
+        ``run.model.predict(run.model_inputs(["the coffee was stale"]))``."""
+        return model_inputs(self.model, _text_list(texts), self.vectorizer, self.seq_len, self.truncation)
 
     def predict(self, texts) -> list[dict]:
         """Per text (a list of strings, or one string as one text), its class probabilities by class name,
@@ -64,7 +71,7 @@ class Run:
         texts = _text_list(texts)
         if not texts:
             return []
-        probs = self.model.predict(self.token_ids(texts), verbose=0)
+        probs = self.model.predict(self.model_inputs(texts), verbose=0)
         return [dict(sorted(zip(self.class_names, map(float, row)), key=lambda item: -item[1])) for row in probs]
 
 

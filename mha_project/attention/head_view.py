@@ -31,7 +31,7 @@ import numpy as np
 
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.scores import scores_for_texts
-from mha_project.data.pipeline import encode, pad_batch
+from mha_project.data.pipeline import encode, model_inputs
 from mha_project.errors import message_line
 
 MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the all-queries view
@@ -189,7 +189,7 @@ def head_view_items(model, vectorizer, texts, seq_len: int, class_names=None, tr
     if not texts:
         return []
     scores, tokens, _real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
-    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0)
+    probs = model.predict(model_inputs(model, texts, vectorizer, seq_len, truncation), verbose=0)
     items = []
     for k, text in enumerate(texts):
         caption = prediction_caption(probs[k], class_names, None if labels is None else labels[k])

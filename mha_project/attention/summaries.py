@@ -12,7 +12,7 @@ from mha_project.attention.head_view import class_name, prediction_caption
 from mha_project.attention.head_view_summary import write_head_view_summary
 from mha_project.attention.plots import attention_grid, figure_to_png
 from mha_project.attention.scores import attention_entropy, normalized_entropy, scores_for_texts
-from mha_project.data.pipeline import encode, pad_batch
+from mha_project.data.pipeline import model_inputs
 
 
 def write_attention_summaries(
@@ -38,7 +38,7 @@ def write_attention_summaries(
     listed there under that label.
     """
     scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
-    probs = model.predict(pad_batch(encode(texts, vectorizer, seq_len, truncation)), verbose=0) if classify else None
+    probs = model.predict(model_inputs(model, texts, vectorizer, seq_len, truncation), verbose=0) if classify else None
     with writer.as_default(step=step):
         for l, layer_scores in enumerate(scores):
             images = []

@@ -8,6 +8,7 @@ import tensorflow as tf
 from mha_project.data import TRUNCATIONS
 from mha_project.data.sources import select_texts, text_dataset
 from mha_project.data.vocabulary import ragged_ids
+from mha_project.extending import TEXT_INPUTS
 
 
 def truncate_token_ids(ids, seq_len: int, truncation: str = "head"):
@@ -47,6 +48,20 @@ def encode(texts, vectorizer, seq_len: int, truncation: str = "head") -> list[np
     """Token ids per text, truncated to seq_len (for inspection; training uses make_pipeline)."""
     ragged = truncate_token_ids(ragged_ids(vectorizer, np.asarray(list(texts), dtype=object)), seq_len, truncation)
     return [row.astype("int32") for row in ragged.numpy()]
+
+
+def model_inputs(model, texts, vectorizer, seq_len: int, truncation: str = "head"):
+    """A classifier's input for ``texts``: their token ids, padded; for a model that reads more of the raw
+    text (it has ``text_inputs``: a bag of n-grams), a dict of those ids and its own inputs."""
+    ids = pad_batch(encode(texts, vectorizer, seq_len, truncation))
+    more = getattr(model, "text_inputs", None)
+    return ids if more is None else {"token_ids": ids, **more(list(texts))}
+
+
+def text_inputs_of(cfg):
+    """The function of a batch of raw texts giving the inputs a run's model reads beside its token ids, or
+    None (``extending.TEXT_INPUTS``)."""
+    return next((inputs for hook in TEXT_INPUTS if (inputs := hook(cfg)) is not None), None)
 
 
 def pad_batch(token_rows: list[np.ndarray]) -> np.ndarray:
@@ -99,20 +114,31 @@ def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool, batch_si
         shuffle_buffer=cfg.data.get("shuffle_buffer"),
         truncation=truncation_of(cfg.data),
         part=part,
+        text_inputs=text_inputs_of(cfg),
     )
 
 
-def make_pipeline(texts, labels, vectorizer, seq_len: int, batch_size: int, truncation: str = "head", **options):
+def make_pipeline(
+    texts, labels, vectorizer, seq_len: int, batch_size: int, truncation: str = "head", text_inputs=None, **options
+):
     """tf.data: tokenise -> truncate (``truncation``) -> then :func:`batch_token_ids` with ``options``
     (``shuffle``, ``seed``, ``bucketing``, ``bucket_width``, ``cache``): cache, reshuffle, bucketed
-    batches, prefetch."""
+    batches, prefetch. With ``text_inputs`` (:func:`text_inputs_of`), each text rides beside its ids to
+    its batch, where ``text_inputs`` adds the model's other inputs: ``({"token_ids": ..., **those}, label)``."""
 
     def tokenise(text, label):
-        return tf.cast(truncate_token_ids(ragged_ids(vectorizer, text), seq_len, truncation), tf.int32), label
+        ids = tf.cast(truncate_token_ids(ragged_ids(vectorizer, text), seq_len, truncation), tf.int32)
+        return ids, (label if text_inputs is None else (label, text))
 
     ds = tf.data.Dataset.zip(text_dataset(texts), tf.data.Dataset.from_tensor_slices(np.asarray(labels, "int32")))
     ds = ds.batch(1024).map(tokenise, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    return batch_token_ids(_dense_rows(ds), len(texts), seq_len, batch_size, **options)
+    ds = batch_token_ids(_dense_rows(ds), len(texts), seq_len, batch_size, **options)
+    if text_inputs is None:
+        return ds
+    return ds.map(
+        lambda ids, label_text: ({"token_ids": ids, **text_inputs(label_text[1])}, label_text[0]),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    ).prefetch(tf.data.AUTOTUNE)
 
 
 def _dense_rows(ds):
@@ -181,7 +207,8 @@ def batch_token_ids(
             pad_to_bucket_boundary=True,
         )
     else:
-        ds = ds.padded_batch(batch_size, padded_shapes=([seq_len], []))
+        scalars = tf.nest.map_structure(lambda _: [], ds.element_spec[1])  # a label (and its text)
+        ds = ds.padded_batch(batch_size, padded_shapes=([seq_len], scalars))
     process, processes = part
     if processes > 1:
         if bucketing or batch_size % processes or n % processes:
@@ -189,7 +216,7 @@ def batch_token_ids(
 
         def slice_of(ids, y):
             size = tf.shape(ids)[0] // processes
-            return ids[process * size : (process + 1) * size], y[process * size : (process + 1) * size]
+            return tf.nest.map_structure(lambda t: t[process * size : (process + 1) * size], (ids, y))
 
         ds = ds.map(slice_of)
     return ds.apply(tf.data.experimental.assert_cardinality(n_batches)).prefetch(tf.data.AUTOTUNE)

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from mha_project.atomic import replaced_atomically
 from mha_project.data.pipeline import truncate_token_ids
+from mha_project.data.vocabulary import words_of
 from mha_project.quiet import loggers_at
 
 
@@ -38,8 +39,10 @@ def export_inference_model(
     # An endpoint of our own rather than model.export: truncation other than the head's is not a Keras layer.
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(text):
-        ids = truncate_token_ids(text_to_ids(text), seq_len, truncation)
-        scores = model(tf.cast(ids, tf.int32).to_tensor(shape=[None, seq_len]), training=False)
+        ids = tf.cast(truncate_token_ids(text_to_ids(text), seq_len, truncation), tf.int32).to_tensor(
+            shape=[None, seq_len]
+        )
+        scores = model(with_text_inputs(model, ids, text), training=False)
         classes = tf.broadcast_to(names, tf.shape(scores))
         return {"scores": scores, "classes": classes, "predicted_class": tf.gather(names, tf.argmax(scores, -1))}
 
@@ -49,6 +52,12 @@ def export_inference_model(
     end_to_end.add_endpoint("serve", serve)
 
     _write_atomically(path, lambda tmp: end_to_end.write_out(str(tmp), verbose=False))
+
+
+def with_text_inputs(model, ids, text):
+    """The model's input: the token ids, and what else it reads from the raw text (``text_inputs``), if any."""
+    more = getattr(model, "text_inputs", None)
+    return ids if more is None else {"token_ids": ids, **more(text)}
 
 
 def _write_atomically(path: Path, write) -> None:
@@ -62,17 +71,13 @@ def _write_atomically(path: Path, write) -> None:
         tf_log.setLevel(level)
 
 
-# TextVectorization's "lower_and_strip_punctuation", as keras/src/layers/preprocessing/text_vectorization.py
-# writes it (tests/test_train.py checks the export against the model on the same texts).
-PUNCTUATION = r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']'
-
-
 class _RawTextServer(tf.Module):
     """Raw strings -> the saved ids model, in TensorFlow, for a model trained on another Keras backend."""
 
-    def __init__(self, ids_model, vocabulary, seq_len, truncation, names):
+    def __init__(self, ids_model, vocabulary, seq_len, truncation, names, text_inputs=None):
         super().__init__()
         self.ids_model = ids_model
+        self.text_inputs = text_inputs
         words = tf.constant(vocabulary)
         ids = tf.range(2, len(vocabulary) + 2, dtype=tf.int64)  # 0 is padding, 1 out-of-vocabulary
         self.table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(words, ids), default_value=1)
@@ -81,9 +86,10 @@ class _RawTextServer(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(self, text):
-        words = tf.strings.split(tf.strings.regex_replace(tf.strings.lower(text), PUNCTUATION, ""))
+        words = words_of(text)
         ids = truncate_token_ids(tf.ragged.map_flat_values(self.table.lookup, words), self.seq_len, self.truncation)
-        scores = self.ids_model.serve(tf.cast(ids, tf.int32).to_tensor(shape=[None, self.seq_len]))
+        ids = tf.cast(ids, tf.int32).to_tensor(shape=[None, self.seq_len])
+        scores = self.ids_model.serve(ids if self.text_inputs is None else {"token_ids": ids, **self.text_inputs(text)})
         classes = tf.broadcast_to(self.names, tf.shape(scores))
         return {"scores": scores, "classes": classes, "predicted_class": tf.gather(self.names, tf.argmax(scores, -1))}
 
@@ -98,7 +104,7 @@ def _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation
         # keep; the copy only serves, so the warning is about nothing a user has.
         with loggers_at(logging.ERROR, "tensorflow", "absl"):  # TensorFlow logs it through absl
             loaded = tf.saved_model.load(scratch)
-        server = _RawTextServer(loaded, vocabulary, seq_len, truncation, names)
+        server = _RawTextServer(loaded, vocabulary, seq_len, truncation, names, getattr(model, "text_inputs", None))
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)  # serving needs no gradients
         _write_atomically(
             path, lambda tmp: tf.saved_model.save(server, str(tmp), signatures={"serve": server.serve}, options=options)

@@ -1,6 +1,7 @@
-"""The n-gram branch (mha_project/extras/ngrams, model.ngram_branch): its layers and classifier, its own
-learning rate; it trains beside the encoder or alone, in-process from composed configs, and its run exports a
-SavedModel that answers raw strings as model.keras does (those two marked slow)."""
+"""The n-gram branch (mha_project/extras/ngrams, model.ngram_branch): the n-grams it reads from the whole raw
+text, its layers and classifier, its own learning rate; it trains beside the encoder or alone, in-process from
+composed configs, and its run exports a SavedModel that answers raw strings as model.keras does (those marked
+slow)."""
 
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from keras.src.testing import TestCase  # Keras's own layer test harness (not pu
 from conftest import ROOT, compose_cfg, event_records, run_script, small_model_config
 from mha_project.analysis.runs import load_run
 from mha_project.errors import UserError
-from mha_project.extras.ngrams.layers import ngram_rows
+from mha_project.extras.ngrams.layers import ngram_inputs
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
 from mha_project.model.classifier import build_classifier
 from mha_project.training.fitting import compile_classifier
@@ -28,13 +29,12 @@ def served_and_kept(run_dir: Path):
     run = load_run(run_dir)
     exported = tf.saved_model.load(str(run_dir / "export"))  # held: its variables live with it
     served = exported.serve(tf.constant(TEXTS))["scores"].numpy()
-    return served, np.asarray(run.model.predict(run.token_ids(TEXTS), verbose=0)), run
+    return served, np.asarray(run.model.predict(run.model_inputs(TEXTS), verbose=0)), run
 
 
 def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_further():
     overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=64", "lr=0.001")
     shared, own = (compose_cfg(*overrides, *extra) for extra in ((), ("trainer.ngram_lr=0.1",)))
-    ids = np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32")
     moved = {}
     for name, cfg in (("shared", shared), ("own", own)):
         keras.utils.set_random_seed(0)
@@ -44,8 +44,9 @@ def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_furth
         assert several == (name == "own") and (not several or len(model.optimizer.optimizers) == 2)
         table = model.get_layer("ngram_branch").embedding.embeddings
         before = np.array(table)
+        inputs = {"token_ids": np.array([[5, 6, 7, 0], [8, 9, 0, 0]], "int32"), **model.text_inputs(TEXTS[:2])}
         for _ in range(3):  # past the warm-up's first step, whose rate is 0
-            model.train_on_batch(ids, np.array([0, 1]))
+            model.train_on_batch(inputs, np.array([0, 1]))
         moved[name] = float(np.abs(np.array(table) - before).max())
     # Adam's step is about the rate whatever the gradient's size: 100x the rate, about 100x the move.
     assert moved["own"] > 30 * moved["shared"] > 0
@@ -85,7 +86,7 @@ def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_expor
     data = load_dataset(cfg.data, cfg.seed)
 
     def ratios(texts, labels):
-        layer = NaiveBayesNgrams(run.vectorizer.vocabulary_size(), 2, buckets=512)
+        layer = NaiveBayesNgrams(2, buckets=512)
         layer.adapt(pipeline_from_cfg(cfg, texts, labels, run.vectorizer, shuffle=False).as_numpy_iterator())
         return np.asarray(layer.ratios)
 
@@ -124,18 +125,28 @@ def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: 
         load_run(run_dir, needs_attention=True)
 
 
+def bag_inputs(ids, counts=None):
+    """A bag's input from hand-made feature ids (0 is padding), each seen once unless counts say."""
+    ids = np.asarray(ids, "int32")
+    counts = (ids > 0).astype("int32") if counts is None else np.asarray(counts, "int32")
+    return {"ngrams": np.stack([ids, counts], axis=-1)}
+
+
+BAG_INPUT = dict(input_shape=(2, 4, 2), input_dtype="int32")  # the harness's random ids and counts: 0 to 2
+
+
 class NgramLayerChecks(TestCase):
     def test_bag_of_ngrams(self):
         from mha_project.extras.ngrams.layers import BagOfNgrams
 
         self.run_layer_test(
             BagOfNgrams,
-            init_kwargs=dict(vocab_size=20, num_classes=3, buckets=32, dim=4),
-            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            init_kwargs=dict(num_classes=3, buckets=32, dim=4),
+            **BAG_INPUT,
             expected_output_shape=(2, 3),
             expected_output_dtype="float32",  # logits added to the encoder's in float32
             expected_num_trainable_weights=3,  # n-gram embedding, the logits' kernel and bias
-            run_training_check=False,  # token-id input: the harness's training check feeds floats
+            run_training_check=False,  # integer ids: the harness's training check feeds floats
         )
 
     def test_naive_bayes_ngrams(self):
@@ -143,87 +154,156 @@ class NgramLayerChecks(TestCase):
 
         self.run_layer_test(
             NaiveBayesNgrams,
-            init_kwargs=dict(vocab_size=20, num_classes=3, buckets=32, l2=1e-4),
-            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            init_kwargs=dict(num_classes=3, buckets=32, l2=1e-4),
+            **BAG_INPUT,
             expected_output_shape=(2, 3),
             expected_output_dtype="float32",
             expected_num_trainable_weights=2,  # the linear layer's kernel and bias
             expected_num_non_trainable_weights=1,  # the log-count ratios (adapt)
             expected_num_losses=1,  # the kernel's L2 penalty
-            run_training_check=False,  # token-id input: the harness's training check feeds floats
+            run_training_check=False,
         )
 
-    def test_wide_and_deep_classifier(self):
-        from mha_project.extras.ngrams.classifier import WideAndDeepClassifier
-        from mha_project.extras.ngrams.layers import BagOfNgrams
+    def test_tfidf_ngrams(self):
+        from mha_project.extras.ngrams.layers import TfidfNgrams
 
-        shape = dict(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
         self.run_layer_test(
-            WideAndDeepClassifier,
-            init_kwargs=dict(
-                backbone=EncoderBackbone(**shape), num_classes=3, ngram_branch=BagOfNgrams(20, 3, buckets=32, dim=4)
-            ),
-            input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
+            TfidfNgrams,
+            init_kwargs=dict(num_classes=3, buckets=32, max_n=3, l2=1e-4),
+            **BAG_INPUT,
             expected_output_shape=(2, 3),
-            expected_num_trainable_weights=4 + 16 + 2 + 3,  # backbone, encoder logits, the bag's three
+            expected_output_dtype="float32",
+            expected_num_trainable_weights=2,
+            expected_num_non_trainable_weights=1,  # the idf (adapt)
+            expected_num_losses=1,
             run_training_check=False,
         )
 
 
-def test_bag_of_ngrams_counts_each_real_unigram_and_bigram_once():
+def test_wide_and_deep_classifier_rebuilds_from_its_config():
+    # A functional model of three inputs: Keras's layer harness cannot build it, so its checks by hand.
+    from mha_project.extras.ngrams.classifier import WideAndDeepClassifier
     from mha_project.extras.ngrams.layers import BagOfNgrams
 
-    bag = BagOfNgrams(vocab_size=10, num_classes=2, buckets=7, dim=3)
-    ids = np.array([[3, 4, 5, 0, 0], [3, 4, 5, 0, 0], [0, 0, 0, 0, 0]], "int32")
-    out = np.asarray(bag(ids))
+    shape = dict(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
+    model = WideAndDeepClassifier(EncoderBackbone(**shape), 3, ngram_branch=BagOfNgrams(3, buckets=32, dim=4))
+    assert len(model.trainable_weights) == 4 + 16 + 2 + 3  # backbone, encoder logits, the bag's three
+    inputs = {"token_ids": np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"), **model.text_inputs(TEXTS[:2])}
+    rebuilt = WideAndDeepClassifier.from_config(model.get_config())
+    rebuilt.set_weights(model.get_weights())
+    np.testing.assert_allclose(np.asarray(rebuilt(inputs)), np.asarray(model(inputs)), atol=1e-6)
+    assert tuple(model(inputs).shape) == (2, 3)
+
+
+def python_ngrams(text: str, max_n: int = 2) -> list[str]:
+    """The n-grams of a text as the bag defines them, in plain Python: scikit-learn's default token pattern."""
+    import re
+
+    words = re.findall(r"(?u)\b\w\w+\b", text.lower())
+    return [" ".join(words[i : i + n]) for n in range(1, max_n + 1) for i in range(len(words) - n + 1)]
+
+
+def hashed(gram: str, buckets: int) -> int:
+    return int(tf.strings.to_hash_bucket_fast(gram, buckets - 1)) + 1  # 0 is left for padding
+
+
+@pytest.mark.parametrize("max_n", [1, 2, 3])
+def test_the_bag_reads_each_distinct_ngram_of_the_raw_text_with_its_count(max_n):
+    from collections import Counter
+
+    buckets = 2**20
+    texts = ["The cat saw the cat. The cat!", "Don't stop, don't: a U.S. café", "", "one", "a"]
+    out = ngram_inputs(tf.constant(texts), buckets, max_n)
+    for row, text in enumerate(texts):
+        expected = Counter()
+        for gram, count in Counter(python_ngrams(text, max_n)).items():
+            expected[hashed(gram, buckets)] += count
+        ids, counts = out["ngrams"].numpy()[row, :, 0], out["ngrams"].numpy()[row, :, 1]
+        assert {int(i): float(c) for i, c in zip(ids, counts) if c > 0} == dict(expected), text
+        assert (ids[counts == 0] == 0).all()  # the rest is padding
+
+
+def test_the_bag_reads_the_whole_text_past_seq_len_and_outside_the_vocabulary():
+    from mha_project.data.pipeline import pipeline_from_cfg
+    from mha_project.data.vocabulary import make_vectorizer
+
+    cfg = compose_cfg("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=4096", "seq_len=8")
+    vectorizer = make_vectorizer(["good tea good"], vocab_size=10)  # "zymurgy" is no word of it
+    text = "good tea " * 20 + "zymurgy"
+    ((inputs, label),) = pipeline_from_cfg(cfg, [text], [1], vectorizer, shuffle=False).as_numpy_iterator()
+    assert inputs["token_ids"].shape == (1, 8) and int(label[0]) == 1  # the encoder reads 8 ids
+    counts = dict(inputs["ngrams"][0].tolist())
+    assert counts[hashed("tea zymurgy", 4096)] == 1  # the bag: the text's last bigram
+    assert counts[hashed("good", 4096)] == 20 and counts[hashed("zymurgy", 4096)] == 1
+
+
+def test_bag_of_ngrams_is_the_count_weighted_mean_of_its_ngram_rows():
+    from mha_project.extras.ngrams.layers import BagOfNgrams
+
+    bag = BagOfNgrams(num_classes=2, buckets=16, dim=3)
+    inputs = bag_inputs([[3, 4, 5, 0], [3, 4, 5, 0], [0, 0, 0, 0]], [[2, 1, 1, 0], [2, 1, 1, 0], [0, 0, 0, 0]])
+    out = np.asarray(bag(inputs["ngrams"]))
     rows = np.asarray(bag.embedding.embeddings)
     kernel, bias = (np.asarray(w) for w in bag.output_dense.weights)
-    # Unigrams 3, 4, 5 and bigrams (3, 4), (4, 5) hashed after the 10 unigram rows; padding is neither.
-    ngrams = [3, 4, 5, 10 + (3 * 10 + 4) % 7, 10 + (4 * 10 + 5) % 7]
-    np.testing.assert_allclose(out[0], rows[ngrams].mean(0) @ kernel + bias, atol=1e-5)
+    np.testing.assert_allclose(out[0], (2 * rows[3] + rows[4] + rows[5]) / 4 @ kernel + bias, atol=1e-5)
     np.testing.assert_allclose(out[1], out[0], atol=1e-6)  # same text, same logits
-    np.testing.assert_allclose(out[2], bias, atol=1e-6)  # no tokens: the bias alone, not NaN
-    padded = np.asarray(bag(np.pad(ids[:1], ((0, 0), (0, 4)))))
-    np.testing.assert_allclose(padded, out[:1], atol=1e-6)  # more padding changes nothing
-    rows, _ = ngram_rows(keras.ops.convert_to_tensor([[99_999, 99_998, 5]], "int32"), 100_000, 1000)
-    pairs = np.asarray(rows)[:, 3:]
-    assert ((pairs >= 100_000) & (pairs < 101_000)).all()  # no int32 overflow with a large vocabulary
+    np.testing.assert_allclose(out[2], bias, atol=1e-6)  # no n-grams: the bias alone, not NaN
+    padded = {k: np.pad(v[:1], ((0, 0), (0, 4), (0, 0))) for k, v in inputs.items()}
+    np.testing.assert_allclose(np.asarray(bag(padded["ngrams"])), out[:1], atol=1e-6)  # more padding changes nothing
 
 
 def test_naive_bayes_ratios_are_nbsvms_log_count_ratios_of_the_training_texts():
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
-    vocab, buckets = 6, 4
-    nb = NaiveBayesNgrams(vocab_size=vocab, num_classes=2, buckets=buckets, smoothing=1.0)
-    ids = np.array([[2, 3, 2, 0], [4, 0, 0, 0], [2, 5, 0, 0]], "int32")
+    buckets = 8
+    nb = NaiveBayesNgrams(num_classes=2, buckets=buckets, smoothing=1.0)
+    held = [[2, 3, 6, 0], [4, 0, 0, 0], [2, 5, 7, 0]]  # each text's distinct features; a count of 3 is one text
+    inputs = bag_inputs(held, [[3, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 0]])
     labels = np.array([1, 0, 1])
-    nb.adapt([(ids[:2], labels[:2]), (ids[2:], labels[2:])])  # batches add up
+    nb.adapt([({k: v[:2] for k, v in inputs.items()}, labels[:2]), ({k: v[2:] for k, v in inputs.items()}, labels[2:])])
 
-    # Binary features by hand: text 0 holds 2 (twice: counted once), 3 and bigrams (2,3), (3,2); padding none.
-    def bigram(a, b):
-        return vocab + (a * vocab + b) % buckets
-
-    features = [{2, 3, bigram(2, 3), bigram(3, 2)}, {4}, {2, 5, bigram(2, 5)}]
-    x = np.zeros((3, vocab + buckets))
-    for row, held in enumerate(features):
-        x[row, sorted(held)] = 1
+    x = np.zeros((3, buckets))  # binary features by hand: padding none
+    for row, features in enumerate(held):
+        x[row, [f for f in features if f]] = 1
     p = 1 + x[labels == 1].sum(0)  # Wang & Manning's p and q, alpha = 1
     q = 1 + x[labels == 0].sum(0)
     r = np.log((p / p.sum()) / (q / q.sum()))
     np.testing.assert_allclose(np.asarray(nb.ratios)[:, 1], r, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(nb.ratios)[:, 0], -r, rtol=1e-5)  # two classes: one-vs-rest mirrors
-    nb.kernel.assign(np.ones((vocab + buckets, 2)))
+    nb.kernel.assign(np.ones((buckets, 2)))
     nb.bias.assign([0.5, -0.5])
-    logits = np.asarray(nb(ids))
+    logits = np.asarray(nb(inputs["ngrams"]))
     np.testing.assert_allclose(logits[:, 1], x @ r - 0.5, rtol=1e-5)  # sum of the distinct features' ratios
-    np.testing.assert_allclose(np.asarray(nb(np.pad(ids, ((0, 0), (0, 3))))), logits, atol=1e-6)  # padding
+    padded = {k: np.pad(v, ((0, 0), (0, 3), (0, 0))) for k, v in inputs.items()}
+    np.testing.assert_allclose(np.asarray(nb(padded["ngrams"])), logits, atol=1e-6)
+
+
+def test_tfidf_features_are_scikit_learns_sublinear_tfidf():
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    from mha_project.extras.ngrams.layers import TfidfNgrams
+
+    buckets = 6
+    inputs = bag_inputs([[1, 2, 0], [2, 3, 5], [0, 0, 0]], [[3, 1, 0], [1, 2, 1], [0, 0, 0]])
+    tfidf = TfidfNgrams(num_classes=2, buckets=buckets)
+    tfidf.adapt([(inputs, np.array([0, 1, 1]))])
+    counts = np.zeros((3, buckets))
+    for row in range(3):
+        for f, c in inputs["ngrams"][row]:
+            counts[row, f] += c
+    reference = TfidfTransformer(sublinear_tf=True).fit(counts)
+    np.testing.assert_allclose(np.asarray(tfidf.scale), reference.idf_, rtol=1e-5)
+    kernel = np.random.default_rng(0).normal(size=(buckets, 2))
+    tfidf.kernel.assign(kernel)
+    expected = reference.transform(counts).toarray() @ kernel
+    np.testing.assert_allclose(np.asarray(tfidf(inputs["ngrams"])), expected, atol=1e-5)  # no words: zeros, not NaN
 
 
 def test_naive_bayes_ratios_are_one_vs_rest_for_more_classes():
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
-    nb = NaiveBayesNgrams(vocab_size=5, num_classes=3, buckets=2)
-    nb.adapt([(np.array([[1, 0], [2, 0], [3, 0]], "int32"), np.array([0, 1, 2]))])
+    nb = NaiveBayesNgrams(num_classes=3, buckets=5)
+    nb.adapt([(bag_inputs([[1, 0], [2, 0], [3, 0]]), np.array([0, 1, 2]))])
     ratios = np.asarray(nb.ratios)
     # Word i + 1 is held by class i's text alone: its ratio is positive for that class, negative for the rest.
     for word, own in ((1, 0), (2, 1), (3, 2)):
@@ -231,20 +311,21 @@ def test_naive_bayes_ratios_are_one_vs_rest_for_more_classes():
 
 
 @pytest.mark.parametrize(
-    "branch, weighting", [("bigram", "none"), ("bigram_alone", "none"), ("bigram", "nb"), ("bigram_alone", "nb")]
+    "branch, weighting", [("bigram", "none"), ("bigram_alone", "none"), ("bigram", "nb"), ("bigram_alone", "tfidf")]
 )
 def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting):
     config = small_model_config(ngram_branch=branch, ngram_buckets=64, ngram_dim=4, ngram_weighting=weighting)
     model = build_classifier(config, 50, 2)
     assert (encoder_blocks(model) != []) == (branch == "bigram")
-    ids = np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32")
-    if weighting == "nb":  # ratios and a kernel away from their initial values: the file must hold both
-        model.ngram_branch.adapt([(ids, np.array([0, 1]))])
+    inputs = {"token_ids": np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32"), **model.text_inputs(TEXTS[:2])}
+    if weighting != "none":  # feature weights and a kernel away from their initial values: the file holds both
+        model.ngram_branch.adapt([(inputs, np.array([0, 1]))])
         model.ngram_branch.kernel.assign(np.random.default_rng(0).normal(size=model.ngram_branch.kernel.shape))
     model.save(tmp_path / "m.keras")
     loaded = keras.models.load_model(tmp_path / "m.keras")
-    np.testing.assert_allclose(np.asarray(loaded(ids)), np.asarray(model(ids)), atol=1e-6)
-    assert np.asarray(model(ids)).sum(1) == pytest.approx([1, 1], abs=1e-5)
+    np.testing.assert_allclose(np.asarray(loaded(inputs)), np.asarray(model(inputs)), atol=1e-6)
+    assert np.asarray(model(inputs)).sum(1) == pytest.approx([1, 1], abs=1e-5)
+    assert loaded.ngram_branch.max_n == model.ngram_branch.max_n == 2
 
 
 @pytest.mark.subprocess
@@ -279,4 +360,5 @@ def test_a_run_records_its_ngram_options_as_hyper_parameters():
 
     recorded = hparams_of(compose_cfg("model.ngram_branch=bigram", "trainer.ngram_lr=0.02"))
     assert recorded["ngram_branch"] == "bigram" and recorded["ngram_lr"] == 0.02
-    assert {"ngram_weighting", "ngram_buckets", "ngram_dim", "ngram_l2", "encoder_logit_dropout"} <= set(recorded)
+    keys = {"ngram_weighting", "ngram_buckets", "ngram_max_n", "ngram_dim", "ngram_l2", "encoder_logit_dropout"}
+    assert keys <= set(recorded)

@@ -1,8 +1,8 @@
-"""Wide and deep (``model.ngram_branch=bigram``, ``bigram_alone``; ``model.ngram_*``): a bag of a text's
-unigrams and hashed bigrams beside the encoder, or alone (``layers.py``: a fastText bag or naive-Bayes-weighted
+"""Wide and deep (``model.ngram_branch=bigram``, ``bigram_alone``; ``model.ngram_*``): a bag of every n-gram
+of the whole text beside the encoder, or alone (``layers.py``: a fastText bag, naive-Bayes-weighted or TF-IDF
 features), their logits added (``classifier.py``: ``WideAndDeepClassifier``). Registered with the core: the
-classifier it builds, the ratios it learns before the fit, the bag's own learning rate, its checks and Keras
-classes. docs/ngrams.md has the measurements."""
+classifier it builds, the inputs it reads from the raw text, the feature weights it learns before the fit, the
+bag's own learning rate, its checks and Keras classes. docs/ngrams.md has the measurements."""
 
 from __future__ import annotations
 
@@ -19,20 +19,23 @@ from mha_project.extending import (
     MODEL_READY,
     NO_ATTENTION,
     OPTIMIZERS,
+    TEXT_INPUTS,
     config_check,
     keras_module,
     settings,
 )
 
 NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch; bigram_alone: no encoder
-NGRAM_WEIGHTINGS = ("none", "nb")  # model.ngram_weighting: a mean embedding (BagOfNgrams) | NBSVM (NaiveBayesNgrams)
+# model.ngram_weighting: a mean embedding (BagOfNgrams) | NBSVM (NaiveBayesNgrams) | TF-IDF (TfidfNgrams)
+NGRAM_WEIGHTINGS = ("none", "nb", "tfidf")
 
 
 @settings("model")
 @dataclass
 class NgramSettings:
     ngram_branch: str = checked(lambda v: v in NGRAM_BRANCHES, "one of " + ", ".join(NGRAM_BRANCHES))
-    ngram_buckets: int = checked(positive_int, "an integer >= 1")
+    ngram_buckets: int = checked(lambda v: positive_int(v) and v >= 2, "an integer >= 2")
+    ngram_max_n: int = checked(lambda v: v in (1, 2, 3), "1, 2 or 3")
     ngram_dim: int = checked(positive_int, "an integer >= 1")
     ngram_weighting: str = checked(lambda v: v in NGRAM_WEIGHTINGS, "one of " + ", ".join(NGRAM_WEIGHTINGS))
     ngram_l2: float = checked(lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
@@ -63,10 +66,20 @@ def build(model_cfg, vocab_size: int, num_classes: int, backbone=None, dtype=Non
 
 
 def ready(cfg, model, inputs) -> None:
-    if cfg.model.ngram_branch != "none" and cfg.model.ngram_weighting == "nb":
-        from mha_project.extras.ngrams.classifier import adapt_ratios
+    if cfg.model.ngram_branch != "none" and cfg.model.ngram_weighting != "none":
+        from mha_project.extras.ngrams.classifier import adapt_bag
 
-        adapt_ratios(cfg, model, inputs)
+        adapt_bag(cfg, model, inputs)
+
+
+def text_inputs(cfg):
+    if cfg.model.get("ngram_branch", "none") == "none":
+        return None
+    import functools
+
+    from mha_project.extras.ngrams.layers import ngram_inputs
+
+    return functools.partial(ngram_inputs, buckets=cfg.model.ngram_buckets, max_n=cfg.model.ngram_max_n)
 
 
 def optimizer(model, trainer_cfg, adamw):
@@ -81,16 +94,17 @@ def optimizer(model, trainer_cfg, adamw):
 def check_ngrams(cfg) -> None:
     model = cfg.model
     if model.ngram_branch != "none":
-        # The hashed-bigram table, its gradient and AdamW's two moments, float32, known before anything loads;
-        # NaiveBayesNgrams: one ratio, one weight, its gradient and two moments per (feature, class).
-        width = 2 * 5 if model.ngram_weighting == "nb" else model.ngram_dim
+        # The hashed n-gram table, its gradient and AdamW's two moments, float32, known before anything loads;
+        # the linear bags: one scale, one weight, its gradient and two moments per (feature, class), for up to
+        # 5 classes before the data says how many.
+        width = 5 * 5 if model.ngram_weighting != "none" else model.ngram_dim
         need = 4 * 4 * model.ngram_buckets * width
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         if need > have:
             raise ConfigError(
                 f"model.ngram_buckets={model.ngram_buckets} is invalid here: its table (x model.ngram_dim="
                 f"{model.ngram_dim}, with its gradient and optimizer state) would need about {need / 2**30:,.0f} "
-                f"GiB against this machine's {have / 2**30:,.0f} GiB; lower model.ngram_buckets (default 262144)"
+                f"GiB against this machine's {have / 2**30:,.0f} GiB; lower model.ngram_buckets (default 1048576)"
             )
     if model.ngram_weighting != "none" and model.ngram_branch == "none":
         raise ConfigError(
@@ -108,6 +122,7 @@ HPARAMS["ngram_lr"] = "trainer.ngram_lr"
 NO_ATTENTION.append(no_attention)
 CLASSIFIERS.append(build)
 MODEL_READY.append(ready)
+TEXT_INPUTS.append(text_inputs)
 OPTIMIZERS.append(optimizer)
 keras_module("mha_project.extras.ngrams.layers")
 keras_module("mha_project.extras.ngrams.classifier")

