@@ -53,9 +53,14 @@ def encode(texts, vectorizer, seq_len: int, truncation: str = "head") -> list[np
 def model_inputs(model, texts, vectorizer, seq_len: int, truncation: str = "head"):
     """A classifier's input for ``texts``: their token ids, padded; for a model that reads more of the raw
     text (it has ``text_inputs``: a bag of n-grams), a dict of those ids and its own inputs."""
-    ids = pad_batch(encode(texts, vectorizer, seq_len, truncation))
+    return with_text_inputs(model, pad_batch(encode(texts, vectorizer, seq_len, truncation)), list(texts))
+
+
+def with_text_inputs(model, token_ids, texts):
+    """``model``'s input: ``token_ids``, with what else it reads from the raw ``texts`` (``text_inputs``), if
+    anything (a string tensor in the export, a list of strings elsewhere)."""
     more = getattr(model, "text_inputs", None)
-    return ids if more is None else {"token_ids": ids, **more(list(texts))}
+    return token_ids if more is None else {"token_ids": token_ids, **more(texts)}
 
 
 def text_inputs_of(cfg):

@@ -13,16 +13,6 @@ from mha_project.atomic import write_text_atomic
 from mha_project.data.sources import select_texts, text_dataset
 from mha_project.errors import ConfigError
 
-# TextVectorization's "lower_and_strip_punctuation", as keras/src/layers/preprocessing/text_vectorization.py
-# writes it: the words of a text wherever TensorFlow splits it outside the layer (tests/test_train.py checks
-# the export against the model on the same texts).
-PUNCTUATION = r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']'
-
-
-def words_of(texts) -> tf.RaggedTensor:
-    """The words of a batch of texts (a string tensor) as ``TextVectorization``'s default splits them."""
-    return tf.strings.split(tf.strings.regex_replace(tf.strings.lower(texts), PUNCTUATION, ""))
-
 
 def make_vectorizer(
     train_texts, vocab_size: int, vocabulary=None, sample: int | None = None, seed: int = 0, source: str = "the data"

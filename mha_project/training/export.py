@@ -11,8 +11,7 @@ import keras
 import tensorflow as tf
 
 from mha_project.atomic import replaced_atomically
-from mha_project.data.pipeline import truncate_token_ids
-from mha_project.data.vocabulary import words_of
+from mha_project.data.pipeline import truncate_token_ids, with_text_inputs
 from mha_project.quiet import loggers_at
 
 
@@ -54,12 +53,6 @@ def export_inference_model(
     _write_atomically(path, lambda tmp: end_to_end.write_out(str(tmp), verbose=False))
 
 
-def with_text_inputs(model, ids, text):
-    """The model's input: the token ids, and what else it reads from the raw text (``text_inputs``), if any."""
-    more = getattr(model, "text_inputs", None)
-    return ids if more is None else {"token_ids": ids, **more(text)}
-
-
 def _write_atomically(path: Path, write) -> None:
     tf_log = logging.getLogger("tensorflow")
     level = tf_log.level
@@ -69,6 +62,11 @@ def _write_atomically(path: Path, write) -> None:
             write(tmp)
     finally:
         tf_log.setLevel(level)
+
+
+# TextVectorization's "lower_and_strip_punctuation", as keras/src/layers/preprocessing/text_vectorization.py
+# writes it (tests/test_train.py checks the export against the model on the same texts).
+PUNCTUATION = r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']'
 
 
 class _RawTextServer(tf.Module):
@@ -86,7 +84,7 @@ class _RawTextServer(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(self, text):
-        words = words_of(text)
+        words = tf.strings.split(tf.strings.regex_replace(tf.strings.lower(text), PUNCTUATION, ""))
         ids = truncate_token_ids(tf.ragged.map_flat_values(self.table.lookup, words), self.seq_len, self.truncation)
         ids = tf.cast(ids, tf.int32).to_tensor(shape=[None, self.seq_len])
         scores = self.ids_model.serve(ids if self.text_inputs is None else {"token_ids": ids, **self.text_inputs(text)})

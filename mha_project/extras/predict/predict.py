@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mha_project.atomic import new_file_mode
-from mha_project.data.pipeline import encode
+from mha_project.data.pipeline import encode, with_text_inputs
 from mha_project.errors import UserError, message_line
 from mha_project.extras.tables.tables import PARQUET_EXTRA, TABLE_FORMATS, same_file, table_chunks
 
@@ -330,8 +330,7 @@ def _batches(run, texts: list[str], rows: list[int], batch_size: int):
         ids = np.zeros((len(chosen), min(-(-width // 32) * 32, max(run.seq_len, width))), "int32")
         for row, k in enumerate(chosen):
             ids[row, : len(encoded[k])] = encoded[k]
-        more = getattr(run.model, "text_inputs", None)  # a model that reads more of the raw text (n-grams)
-        yield [rows[k] for k in chosen], ids if more is None else {"token_ids": ids, **more([texts[k] for k in chosen])}
+        yield [rows[k] for k in chosen], with_text_inputs(run.model, ids, [texts[k] for k in chosen])
 
 
 def progress_bar(stream=sys.stderr):
