@@ -63,6 +63,7 @@ IN_PROCESS_SCRIPTS = {
     "sweep_report.py",
     "time_to_accuracy.py",
     "benchmark.py",
+    "predict.py",
 }
 
 
@@ -90,6 +91,7 @@ def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProce
     import io
     import logging
     import runpy
+    import signal
     import traceback
 
     import keras
@@ -103,6 +105,7 @@ def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProce
     saved_argv, saved_cwd, code = sys.argv[:], os.getcwd(), 0
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
+    saved_sigterm = signal.getsignal(signal.SIGTERM)  # predict.py's own handler is for its own process
     sys.argv[:] = [str(path), *args]
     os.chdir(ROOT)
     try:
@@ -121,6 +124,7 @@ def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProce
     finally:
         sys.argv[:] = saved_argv
         os.chdir(saved_cwd)
+        signal.signal(signal.SIGTERM, saved_sigterm)
         for handler in root.handlers[:]:
             if handler not in saved_handlers:
                 root.removeHandler(handler)

@@ -154,12 +154,12 @@ class NgramLayerChecks(TestCase):
 
         self.run_layer_test(
             NaiveBayesNgrams,
-            init_kwargs=dict(num_classes=3, buckets=32, l2=1e-4),
+            init_kwargs=dict(num_classes=3, buckets=32, c=2.0),
             **BAG_INPUT,
             expected_output_shape=(2, 3),
             expected_output_dtype="float32",
             expected_num_trainable_weights=2,  # the linear layer's kernel and bias
-            expected_num_non_trainable_weights=1,  # the log-count ratios (adapt)
+            expected_num_non_trainable_weights=2,  # the log-count ratios and the training texts' count (adapt)
             expected_num_losses=1,  # the kernel's L2 penalty
             run_training_check=False,
         )
@@ -169,12 +169,12 @@ class NgramLayerChecks(TestCase):
 
         self.run_layer_test(
             TfidfNgrams,
-            init_kwargs=dict(num_classes=3, buckets=32, max_n=3, l2=1e-4),
+            init_kwargs=dict(num_classes=3, buckets=32, max_n=3, c=2.0),
             **BAG_INPUT,
             expected_output_shape=(2, 3),
             expected_output_dtype="float32",
             expected_num_trainable_weights=2,
-            expected_num_non_trainable_weights=1,  # the idf (adapt)
+            expected_num_non_trainable_weights=2,  # the idf and the training texts' count (adapt)
             expected_num_losses=1,
             run_training_check=False,
         )
@@ -256,7 +256,7 @@ def test_naive_bayes_ratios_are_nbsvms_log_count_ratios_of_the_training_texts():
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
     buckets = 8
-    nb = NaiveBayesNgrams(num_classes=2, buckets=buckets, smoothing=1.0)
+    nb = NaiveBayesNgrams(num_classes=2, buckets=buckets, c=0.5, smoothing=1.0)
     held = [[2, 3, 6, 0], [4, 0, 0, 0], [2, 5, 7, 0]]  # each text's distinct features; a count of 3 is one text
     inputs = bag_inputs(held, [[3, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 0]])
     labels = np.array([1, 0, 1])
@@ -272,6 +272,8 @@ def test_naive_bayes_ratios_are_nbsvms_log_count_ratios_of_the_training_texts():
     np.testing.assert_allclose(np.asarray(nb.ratios)[:, 0], -r, rtol=1e-5)  # two classes: one-vs-rest mirrors
     nb.kernel.assign(np.ones((buckets, 2)))
     nb.bias.assign([0.5, -0.5])
+    # scikit-learn's objective, C * (sum of the 3 losses) + |kernel|^2 / 2, divided by 3 C: a mean loss's penalty.
+    assert float(sum(nb.losses)) == pytest.approx(buckets * 2 / (2 * nb.c * 3), rel=1e-6)
     logits = np.asarray(nb(inputs["ngrams"]))
     np.testing.assert_allclose(logits[:, 1], x @ r - 0.5, rtol=1e-5)  # sum of the distinct features' ratios
     padded = {k: np.pad(v, ((0, 0), (0, 3), (0, 0))) for k, v in inputs.items()}
@@ -331,12 +333,12 @@ def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_killed_wide_and_deep_run_resumes_as_the_run_never_killed(tmp_path):
-    # Fresh processes: a kill is the behaviour under test. The bag and its own optimizer (MultiOptimizer) resume too.
+    # Fresh processes: a kill is the behaviour under test. The NB bag (its ratios, its penalty's count of
+    # training texts) and its own optimizer (MultiOptimizer) resume too.
     from test_reliability import RESUME, sigkill_then_resume
 
-    sigkill_then_resume(
-        tmp_path, [*RESUME, "model.ngram_branch=bigram", "model.ngram_buckets=1024", "trainer.ngram_lr=0.01"]
-    )
+    bag = ["model.ngram_branch=bigram", "model.ngram_weighting=nb", "model.ngram_buckets=1024", "trainer.ngram_lr=0.01"]
+    sigkill_then_resume(tmp_path, [*RESUME, *bag])
 
 
 def test_an_ngram_table_larger_than_memory_is_refused_up_front():
@@ -360,5 +362,5 @@ def test_a_run_records_its_ngram_options_as_hyper_parameters():
 
     recorded = hparams_of(compose_cfg("model.ngram_branch=bigram", "trainer.ngram_lr=0.02"))
     assert recorded["ngram_branch"] == "bigram" and recorded["ngram_lr"] == 0.02
-    keys = {"ngram_weighting", "ngram_buckets", "ngram_max_n", "ngram_dim", "ngram_l2", "encoder_logit_dropout"}
+    keys = {"ngram_weighting", "ngram_buckets", "ngram_max_n", "ngram_dim", "ngram_c", "encoder_logit_dropout"}
     assert keys <= set(recorded)

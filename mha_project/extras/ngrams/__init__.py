@@ -38,7 +38,7 @@ class NgramSettings:
     ngram_max_n: int = checked(lambda v: v in (1, 2, 3), "1, 2 or 3")
     ngram_dim: int = checked(positive_int, "an integer >= 1")
     ngram_weighting: str = checked(lambda v: v in NGRAM_WEIGHTINGS, "one of " + ", ".join(NGRAM_WEIGHTINGS))
-    ngram_l2: float = checked(lambda v: math.isfinite(v) and v >= 0, "a number >= 0")
+    ngram_c: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 
 

@@ -111,8 +111,8 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
     # The weighting picks the bag and its one setting of its own; the rest they share.
     bag, own = {
         "none": (BagOfNgrams, {"dim": model_cfg.ngram_dim}),
-        "nb": (NaiveBayesNgrams, {"l2": model_cfg.ngram_l2}),
-        "tfidf": (TfidfNgrams, {"l2": model_cfg.ngram_l2}),
+        "nb": (NaiveBayesNgrams, {"c": model_cfg.ngram_c}),
+        "tfidf": (TfidfNgrams, {"c": model_cfg.ngram_c}),
     }[model_cfg.ngram_weighting]
     ngrams = bag(num_classes, model_cfg.ngram_buckets, model_cfg.ngram_max_n, dtype=dtype, name="ngram_branch", **own)
     if branch == "bigram_alone":

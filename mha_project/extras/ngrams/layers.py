@@ -111,24 +111,29 @@ class BagOfNgrams(NgramLayer):
 
 class LinearNgramLayer(NgramLayer):
     """A linear model on a text's features scaled by a weight ``adapt`` reads off the training split (a
-    non-trainable weight, saved and loaded with the model): ``kernel`` and ``bias`` train from zero, with an L2
-    penalty ``l2 * sum(kernel^2)`` (per training example: it is added to a batch's mean loss)."""
+    non-trainable weight, saved and loaded with the model): ``kernel`` and ``bias`` train from zero, with
+    scikit-learn's ``LogisticRegression`` penalty: ``c`` is its ``C``, the inverse strength. It minimises
+    ``C * sum of the n losses + sum(kernel^2) / 2``; a batch's mean loss gets ``sum(kernel^2) / (2 C n)``, so
+    one ``c`` means the same on 3,000 training texts as on 300,000 (``n`` is counted by ``adapt`` and saved)."""
 
     scale_name = "scale"
 
-    def __init__(self, num_classes: int, buckets: int = 2**20, max_n: int = 2, l2: float = 0.0, **kwargs):
+    def __init__(self, num_classes: int, buckets: int = 2**20, max_n: int = 2, c: float = 1.0, **kwargs):
         super().__init__(num_classes, buckets, max_n, **kwargs)
-        self.l2 = l2
+        self.c = c
 
     def build(self, input_shape=None):
         shape = (self.buckets, self.num_classes)
         self.scale = self.add_weight(
             shape=self.scale_shape(), initializer="zeros", trainable=False, name=self.scale_name
         )
-        regularizer = keras.regularizers.L2(self.l2) if self.l2 else None
-        self.kernel = self.add_weight(shape=shape, initializer="zeros", regularizer=regularizer, name="kernel")
+        self.training_texts = self.add_weight(shape=(), initializer="ones", trainable=False, name="training_texts")
+        self.kernel = self.add_weight(shape=shape, initializer="zeros", regularizer=self.penalty, name="kernel")
         self.bias = self.add_weight(shape=(self.num_classes,), initializer="zeros", name="bias")
         self.built = True
+
+    def penalty(self, kernel):
+        return ops.sum(ops.square(kernel)) / (2.0 * self.c * ops.cast(self.training_texts, kernel.dtype))
 
     def adapt(self, batches) -> None:
         """The scale from ``(inputs, labels)`` batches (``inputs["ngrams"]`` as :func:`ngram_inputs` makes it):
@@ -144,9 +149,10 @@ class LinearNgramLayer(NgramLayer):
             classes = np.broadcast_to(np.asarray(labels).reshape(-1, 1), ids.shape)
             np.add.at(texts, (ids[present], classes[present]), 1.0)
         self.scale.assign(self.scale_from(texts, n))
+        self.training_texts.assign(max(n, 1))
 
     def get_config(self):
-        return {**super().get_config(), "l2": self.l2}
+        return {**super().get_config(), "c": self.c}
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -167,9 +173,9 @@ class NaiveBayesNgrams(LinearNgramLayer):
 
     scale_name = "log_count_ratios"
 
-    def __init__(self, num_classes: int, buckets: int = 2**20, max_n: int = 2, l2: float = 0.0,
+    def __init__(self, num_classes: int, buckets: int = 2**20, max_n: int = 2, c: float = 1.0,
                  smoothing: float = 1.0, **kwargs):  # fmt: skip
-        super().__init__(num_classes, buckets, max_n, l2, **kwargs)
+        super().__init__(num_classes, buckets, max_n, c, **kwargs)
         self.smoothing = smoothing
 
     def scale_shape(self):

@@ -1,0 +1,121 @@
+"""Where the NB bag's accuracy goes: the same features (``ngram_inputs``, hashed) and ratios
+(``NaiveBayesNgrams.scale_from``) fit three ways, on the project's own splits (docs/ngrams.md).
+
+* scikit-learn: one ``LogisticRegression`` per class on the class's ratio-scaled copy (NB-LR, one-vs-rest),
+  fit to convergence;
+* full-batch Adam on the bag's own objective (the mean loss plus ``|w|^2 / (2 C n)``), for ``--steps``
+  steps: one softmax over the classes (what the bag trains) and K binary losses (one-vs-rest), so the two
+  objectives are compared with the optimiser taken out of the question.
+
+The model's mini-batch run (``python scripts/train.py experiment=wide_deep model.ngram_branch=bigram_alone``)
+is the fourth figure to set beside them.
+
+    pip install -e ".[bench]"
+    python benchmarks/bag_fit.py --c 0.2 data=table data.path=/tmp/wheel_datasets/news_outlets.csv \\
+        data.label_column=outlet data.test_fraction=0.2 seed=1
+
+The arguments after the options are scripts/train.py overrides (``data=``, ``seed=``, ``model.ngram_*``).
+Prints one JSON object: test (and validation) accuracy of each fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from anchors import compose  # noqa: E402  (the same composed config as the anchors)
+
+
+def sparse_features(texts, buckets: int, max_n: int):
+    """Each text's distinct hashed n-grams as a binary scipy matrix (texts x buckets)."""
+    import scipy.sparse as sp
+    import tensorflow as tf
+
+    from mha_project.extras.ngrams.layers import ngram_inputs
+
+    ngrams = ngram_inputs(tf.constant(list(texts)), buckets, max_n)["ngrams"].numpy()
+    rows, slots = np.nonzero(ngrams[..., 1] > 0)
+    values = np.ones(len(rows), "float32")
+    return sp.csr_matrix((values, (rows, ngrams[rows, slots, 0])), shape=(len(ngrams), buckets))
+
+
+def scikit_learn_nb_lr(x, y, ratios, c: float, splits: dict) -> dict:
+    from sklearn.linear_model import LogisticRegression
+
+    scores = {name: np.zeros((part.shape[0], ratios.shape[1])) for name, (part, _) in splits.items()}
+    for k in range(ratios.shape[1]):
+        model = LogisticRegression(C=c, max_iter=1000).fit(x.multiply(ratios[:, k]).tocsr(), y == k)
+        for name, (part, _) in splits.items():
+            scores[name][:, k] = model.decision_function(part.multiply(ratios[:, k]).tocsr())
+    return {name: float(np.mean(scores[name].argmax(1) == labels)) for name, (_, labels) in splits.items()}
+
+
+def full_batch_adam(x, y, ratios, c: float, splits: dict, one_vs_rest: bool, steps: int, lr: float) -> dict:
+    import keras
+    import tensorflow as tf
+
+    def tensor(m):
+        m = m.tocoo()
+        return tf.sparse.reorder(tf.SparseTensor(np.stack([m.row, m.col], 1).astype("int64"), m.data, m.shape))
+
+    train, r = tensor(x), tf.constant(ratios, tf.float32)
+    kernel = tf.Variable(tf.zeros(ratios.shape))
+    bias = tf.Variable(tf.zeros(ratios.shape[1]))
+    targets = tf.one_hot(y, ratios.shape[1])
+    optimizer = keras.optimizers.Adam(lr)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            logits = tf.sparse.sparse_dense_matmul(train, r * kernel) + bias
+            if one_vs_rest:
+                losses = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(targets, logits), axis=-1)
+            else:
+                losses = tf.nn.softmax_cross_entropy_with_logits(targets, logits)
+            loss = tf.reduce_mean(losses) + tf.reduce_sum(kernel**2) / (2.0 * c * len(y))
+        optimizer.apply_gradients(zip(tape.gradient(loss, [kernel, bias]), [kernel, bias]))
+
+    for _ in range(steps):
+        step()
+    accuracy = {}
+    for name, (part, labels) in splits.items():
+        logits = tf.sparse.sparse_dense_matmul(tensor(part), r * kernel) + bias
+        accuracy[name] = float(np.mean(tf.argmax(logits, 1).numpy() == labels))
+    return accuracy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--c", type=float, default=0.2, help="scikit-learn's C, the bag's model.ngram_c")
+    parser.add_argument("--steps", type=int, default=500, help="full-batch Adam steps (default 500)")
+    parser.add_argument("--lr", type=float, default=0.01, help="full-batch Adam's rate (default 0.01)")
+    args, overrides = parser.parse_known_args()
+    cfg = compose(overrides)
+
+    from mha_project.data.sources import load_dataset
+    from mha_project.extras.ngrams.layers import NaiveBayesNgrams
+
+    data = load_dataset(cfg.data, cfg.seed)
+    buckets, max_n = cfg.model.ngram_buckets, cfg.model.ngram_max_n
+    x = sparse_features(data.train_texts, buckets, max_n)
+    y = np.asarray(data.train_labels)
+    splits = {}
+    for split in ("val", "test"):
+        texts, labels = getattr(data, f"{split}_texts"), getattr(data, f"{split}_labels")
+        splits[split] = (sparse_features(texts, buckets, max_n), np.asarray(labels))
+    texts_holding = np.stack([np.asarray(x[y == k].sum(axis=0)).ravel() for k in range(data.num_classes)], axis=1)
+    ratios = NaiveBayesNgrams(data.num_classes, buckets, max_n).scale_from(texts_holding.astype("float64"), len(y))
+    report = {"C": args.c, "classes": data.num_classes, "train_texts": len(y)}
+    report["scikit_learn_nb_lr"] = scikit_learn_nb_lr(x, y, ratios, args.c, splits)
+    for name, one_vs_rest in (("full_batch_softmax", False), ("full_batch_one_vs_rest", True)):
+        report[name] = full_batch_adam(x, y, ratios, args.c, splits, one_vs_rest, args.steps, args.lr)
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
