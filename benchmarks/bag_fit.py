@@ -31,14 +31,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from anchors import compose  # noqa: E402  (the same composed config as the anchors)
 
 
-def sparse_features(texts, buckets: int, max_n: int):
-    """Each text's distinct hashed n-grams as a binary scipy matrix (texts x buckets)."""
-    import scipy.sparse as sp
+def bag_ngrams(texts, buckets: int, max_n: int) -> np.ndarray:
+    """The bag's own input for ``texts``: each text's distinct hashed n-grams and their counts."""
     import tensorflow as tf
 
     from mha_project.extras.ngrams.layers import ngram_inputs
 
-    ngrams = ngram_inputs(tf.constant(list(texts)), buckets, max_n)["ngrams"].numpy()
+    return ngram_inputs(tf.constant(list(texts)), buckets, max_n)["ngrams"].numpy()
+
+
+def binary_matrix(ngrams: np.ndarray, buckets: int):
+    """The distinct n-grams of :func:`bag_ngrams` as a binary scipy matrix (texts x buckets)."""
+    import scipy.sparse as sp
+
     rows, slots = np.nonzero(ngrams[..., 1] > 0)
     values = np.ones(len(rows), "float32")
     return sp.csr_matrix((values, (rows, ngrams[rows, slots, 0])), shape=(len(ngrams), buckets))
@@ -102,14 +107,15 @@ def main() -> None:
 
     data = load_dataset(cfg.data, cfg.seed)
     buckets, max_n = cfg.model.ngram_buckets, cfg.model.ngram_max_n
-    x = sparse_features(data.train_texts, buckets, max_n)
-    y = np.asarray(data.train_labels)
+    train_ngrams, y = bag_ngrams(data.train_texts, buckets, max_n), np.asarray(data.train_labels)
+    x = binary_matrix(train_ngrams, buckets)
     splits = {}
     for split in ("val", "test"):
         texts, labels = getattr(data, f"{split}_texts"), getattr(data, f"{split}_labels")
-        splits[split] = (sparse_features(texts, buckets, max_n), np.asarray(labels))
-    texts_holding = np.stack([np.asarray(x[y == k].sum(axis=0)).ravel() for k in range(data.num_classes)], axis=1)
-    ratios = NaiveBayesNgrams(data.num_classes, buckets, max_n).scale_from(texts_holding.astype("float64"), len(y))
+        splits[split] = (binary_matrix(bag_ngrams(texts, buckets, max_n), buckets), np.asarray(labels))
+    bag = NaiveBayesNgrams(data.num_classes, buckets, max_n)  # the model's ratios, as its adapt makes them
+    bag.adapt([({"ngrams": train_ngrams}, y)])
+    ratios = np.asarray(bag.ratios)
     report = {"C": args.c, "classes": data.num_classes, "train_texts": len(y)}
     report["scikit_learn_nb_lr"] = scikit_learn_nb_lr(x, y, ratios, args.c, splits)
     for name, one_vs_rest in (("full_batch_softmax", False), ("full_batch_one_vs_rest", True)):
