@@ -83,6 +83,22 @@ def shown(value) -> str:
     return str(value)
 
 
+def cell(value) -> str:
+    """A value as the report's tables show it (a float to 4 decimals, None as an empty cell)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}" if value < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def markdown(header, rows) -> str:
+    """A Markdown table of strings (a ``|`` inside a cell becomes ``/``)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(text.replace("|", "/") for text in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     from mha_project.errors import printable
 

@@ -47,7 +47,7 @@ TEXT_INPUTS: list[Callable] = []
 # optimizer(model, trainer_cfg, adamw) -> an optimizer or None, adamw(lr) being the run's AdamW at peak lr.
 OPTIMIZERS: list[Callable] = []
 # Each may say, for a dataset built by a known rule, which positions the rule relates, so that the heads
-# following each relation can be named (analysis/head_patterns.py): links(data_cfg) -> None or a function
+# following each relation can be named (extras/head_analysis/patterns.py): links(data_cfg) -> None or a function
 # of a text's words -> {relation: [(query position, key position), ...]}.
 RELATION_LINKS: list[Callable] = []
 # Modules to import once Keras is loaded, so load_model finds the Keras classes they register.
@@ -59,6 +59,11 @@ FIT_CALLBACKS: list[Callable] = []
 RUN_END: list[Callable] = []
 # Each runs when a sweep starts, before its first job: sweep_start(config), Hydra's node inside it.
 SWEEP_START: list[Callable] = []
+# Each adds commands to what a finished run suggests next: next_steps(where, attention) -> list[str], ``where``
+# the run dir quoted for a shell, ``attention`` whether its model has attention to inspect.
+NEXT_STEPS: list[Callable] = []
+# Each adds a command to what a finished sweep suggests next: sweep_next_step(where) -> str.
+SWEEP_NEXT_STEPS: list[Callable] = []
 # Each adds a section to scripts/sweep_report.py's report: section(sweep_dir) -> {"markdown": ...} or None.
 SWEEP_REPORT_SECTIONS: list[Callable] = []
 

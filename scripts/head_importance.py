@@ -22,7 +22,7 @@ def main() -> None:
     try:
         check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
         import_tensorflow_quietly()
-        from mha_project.analysis.head_importance import run_head_importance
+        from mha_project.extras.head_analysis.importance import run_head_importance
 
         result = run_head_importance(args.run_dir, args.out)
     except UserError as err:

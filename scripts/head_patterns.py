@@ -6,7 +6,7 @@
 
 Over the first N validation texts (default 200): mean normalised entropy (1 = uniform), attention mass
 on the previous / next token, on itself, on the first token and on other copies of the same word, and
-a label per head (rules in mha_project/analysis/head_patterns.py). Writes head_patterns.{json,md,png} into
+a label per head (rules in mha_project/extras/head_analysis/patterns.py). Writes head_patterns.{json,md,png} into
 RUN_DIR/head_patterns/ and the picture and scalars into RUN_DIR/tensorboard/analysis/.
 With --json, prints one JSON object {"heads": [{"layer", "head", "normalized_entropy", ...}, ...]}.
 """
@@ -36,7 +36,7 @@ def main() -> None:
     try:
         check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
         import_tensorflow_quietly()
-        from mha_project.analysis.head_patterns import format_relations, format_table, run_head_patterns
+        from mha_project.extras.head_analysis.patterns import format_relations, format_table, run_head_patterns
 
         result = run_head_patterns(args.run_dir, args.texts, args.out, pretrained=args.pretrained)
     except UserError as err:

@@ -19,7 +19,7 @@ def main() -> None:
         fail(f"sweep dir {args.sweep_dir} does not exist or is not a directory")
     try:
         import_tensorflow_quietly()
-        from mha_project.analysis.report import write_report
+        from mha_project.extras.sweep_report.report import write_report
 
         result = write_report(args.sweep_dir)
     except UserError as err:

@@ -1,3 +1,4 @@
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -208,7 +209,7 @@ def test_pipeline_and_encode_truncate_alike():
     assert [vocab[i] for i in encode(texts[2:], vec, 4, "tail")[0]] == ["w26", "w27", "w28", "w29"]
 
 
-def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_only_class(tmp_path, capsys):
+def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_only_class(tmp_path):
     root = write_folder_dataset(tmp_path / "d", per_class=6)
     for split in ("train", "test"):
         (root / split / ".ipynb_checkpoints").mkdir()
@@ -216,10 +217,17 @@ def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_onl
     (root / "train" / "pos" / "LOUD.TXT").write_text("great great")
     (root / "test" / "mid").mkdir()
     (root / "test" / "mid" / "0.txt").write_text("fine okay")
-    d = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.25), seed=0)
+    records = []
+    warned = logging.Handler()
+    warned.emit = records.append
+    logging.getLogger("mha_project.data.folders").addHandler(warned)
+    try:
+        d = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.25), seed=0)
+    finally:
+        logging.getLogger("mha_project.data.folders").removeHandler(warned)
     assert d.class_names == ["neg", "pos"]
     assert len(d.train_texts) + len(d.val_texts) == 13  # 6 + 6 + LOUD.TXT
-    assert "test/mid has no train/ twin and is ignored" in capsys.readouterr().out
+    assert ["test/mid has no train/ twin and is ignored" in r.getMessage() for r in records] == [True]  # a warning
 
 
 def test_folder_val_fraction_that_leaves_no_training_texts_is_refused(tmp_path):

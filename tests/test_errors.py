@@ -215,7 +215,6 @@ def test_tools_refuse_bad_arguments_in_one_line(tiny_run, tmp_path):
     a_file.write_text("x")
     cases = [
         (("inspect_attention.py", str(tiny_run), "great coffee", "--max-tokens", "0"), "--max-tokens=0 is invalid"),
-        (("head_importance.py", str(tiny_run), "--out", str(a_file)), "is a file: --out takes a folder"),
         (("benchmark.py", "--epochs", "0"), "--epochs=0 is invalid"),
     ]
     for args, needle in cases:
@@ -250,7 +249,7 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     assert result.stdout.count("test/extra has no train/ twin and is ignored") == 1  # it was printed three times
     # Files added to test/ after training: the tools warn that the data changed since the recorded figures.
     from mha_project.analysis.evaluate import evaluate_run
-    from mha_project.analysis.head_importance import run_head_importance
+    from mha_project.analysis.runs import load_run
     from mha_project.errors import UserError
 
     assert evaluate_run(folder_run)["data_changed"] == []  # in-process; the command line is checked next
@@ -265,7 +264,7 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     data.rename(tmp_path / "moved")
     assert_clean_failure(run_script("evaluate.py", str(folder_run)), f"data.path={data}, no longer exists")
     with pytest.raises(UserError, match=f"data.path={data}, no longer exists"):
-        run_head_importance(folder_run)
+        load_run(folder_run)  # what every tool that reads the data calls
 
 
 def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_batches_that_split(tmp_path):

@@ -34,6 +34,8 @@ def history_epochs(path: Path) -> list[int]:
 @pytest.mark.slow
 def test_sigkill_then_resume_ends_as_the_run_never_killed(tmp_path):
     # Fresh processes: a kill is the behaviour under test (and op determinism, once on, stays on in a process).
+    # Two processes with the same seed and deterministic=true give the same numbers: the killed process's
+    # epochs, written before the kill, equal the clean run's.
     sigkill_then_resume(tmp_path, RESUME)
 
 
@@ -59,11 +61,10 @@ def sigkill_then_resume(tmp_path, overrides: list[str]) -> None:
     assert not (run_dir / "metrics.json").exists()
     assert done_before <= 3  # epochs count from 1
 
-    # A resume with other settings would mix two models in one record: refused, nothing touched.
+    # A resume with other settings would mix two models in one record: refused (in process: before any
+    # TensorFlow state is set), nothing touched.
     history_before = (run_dir / "history.csv").read_bytes()
-    other = subprocess.run(
-        [*cmd, "dropout=0.5", "lr=0.05"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    other = run_script("train.py", *overrides, f"hydra.run.dir={run_dir}", "dropout=0.5", "lr=0.05")
     assert other.returncode == 2 and "holds a different run (model.dropout: 0.3 -> 0.5" in other.stderr
     assert (run_dir / "history.csv").read_bytes() == history_before
 
@@ -93,20 +94,6 @@ def sigkill_then_resume(tmp_path, overrides: list[str]) -> None:
     assert epochs_of(run_dir / "history.csv") == epochs_of(tmp_path / "clean" / "history.csv")
 
 
-@pytest.mark.subprocess
-@pytest.mark.slow
-def test_same_seed_deterministic_runs_give_identical_numbers(tmp_path):
-    results = []
-    for name in ("a", "b"):  # fresh processes: TensorFlow's op determinism, once on, stays on in a process
-        result = train_tiny(
-            tmp_path / name, "seed=7", "deterministic=true", "logger.tensorboard=false", fresh_process=True
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        results.append(json.loads((tmp_path / name / "metrics.json").read_text()))
-    for key in ("test_accuracy", "test_loss", "best_val_accuracy"):
-        assert results[0][key] == results[1][key], key
-
-
 def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path):
     path = tmp_path / "metrics.json"
     write_json_atomic(path, {"test_accuracy": 0.5})
@@ -131,14 +118,14 @@ def test_two_workers_on_localhost_can_train_with_model_fit():
 
 @pytest.mark.slow
 def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_fails_too(tmp_path, monkeypatch):
-    # The failure handler's own TensorBoard write fails on the full disk too: the real failure stays the news.
+    # An extra told of the failure (extending.RUN_END) fails on the full disk too: the real failure stays the news.
     import errno
 
-    import mha_project.extras.hparams.dashboard
     import mha_project.training.stages
     import mha_project.training.train
     from conftest import compose_cfg
     from mha_project.errors import UserError
+    from mha_project.extending import RUN_END
 
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -146,9 +133,12 @@ def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_f
     run_dir = tmp_path / "run"
     cfg = compose_cfg(*TINY, "logger.attention.every_n_epochs=0")
     monkeypatch.setattr(mha_project.training.stages, "export_inference_model", no_space)
-    monkeypatch.setattr(mha_project.extras.hparams.dashboard, "write_session_end", no_space)
-    with pytest.raises(UserError, match="no space left on device while exporting the SavedModel") as err:
-        mha_project.training.train.train(cfg, run_dir)
+    RUN_END.insert(0, no_space)
+    try:
+        with pytest.raises(UserError, match="no space left on device while exporting the SavedModel") as err:
+            mha_project.training.train.train(cfg, run_dir)
+    finally:
+        RUN_END.remove(no_space)
     assert "stage 'saved'" in str(err.value) and "run the same command again" in str(err.value)
     assert json.loads((run_dir / "run.json").read_text())["stage"] == "saved"
     monkeypatch.undo()  # space freed: the same command resumes after the last finished stage

@@ -1,6 +1,7 @@
 """End-to-end runs of the real command-line tools on a tiny model (marked slow)."""
 
 import csv
+import importlib.util
 import io
 import json
 import subprocess
@@ -225,8 +226,6 @@ def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tm
 
     from conftest import compose_cfg
     from mha_project.analysis.evaluate import evaluate_run
-    from mha_project.analysis.head_importance import run_head_importance
-    from mha_project.analysis.head_patterns import run_head_patterns
     from mha_project.analysis.inspection import inspect_text
     from mha_project.training.train import train
 
@@ -239,9 +238,13 @@ def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tm
     assert evaluate_run(run_dir)["test_accuracy"] == pytest.approx(recorded, abs=0.01)
     inspect_text(run_dir, "the coffee costs $5 and $3", out=str(tmp_path / "grid.png"))
     assert (tmp_path / "grid.png").stat().st_size > 0
-    assert run_head_patterns(run_dir, 10, str(tmp_path / "patterns"))["heads"]
-    run_head_importance(run_dir, str(tmp_path / "importance"))
-    assert (tmp_path / "importance" / "head_importance.json").exists()
+    if importlib.util.find_spec("mha_project.extras.head_analysis"):  # the extra's tools, where it is present
+        from mha_project.extras.head_analysis.importance import run_head_importance
+        from mha_project.extras.head_analysis.patterns import run_head_patterns
+
+        assert run_head_patterns(run_dir, 10, str(tmp_path / "patterns"))["heads"]
+        run_head_importance(run_dir, str(tmp_path / "importance"))
+        assert (tmp_path / "importance" / "head_importance.json").exists()
 
 
 def test_a_run_turns_text_into_the_ids_model_keras_takes(tiny_run: Path):

@@ -6,9 +6,12 @@ Standard library only: ``mha_project.config`` runs them while validating a comma
 from __future__ import annotations
 
 import functools
+import logging
 import os
 
 from mha_project.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def check_folder_dataset(path) -> list[str]:
@@ -26,7 +29,7 @@ def check_folder_dataset(path) -> list[str]:
     common = [c for c in classes["train"] if c in classes["test"]]
     test_only = [c for c in classes["test"] if c not in common]
     if test_only and len(common) >= 2:
-        _notice(f"notice: data.path={path}: test/{', test/'.join(test_only)} has no train/ twin and is ignored")
+        _warn_once(f"data.path={path}: test/{', test/'.join(test_only)} has no train/ twin and is ignored")
     if len(common) < 2:
         raise ConfigError(
             f"data.path={path}: need at least 2 class folders present in both train/ and test/; "
@@ -43,6 +46,6 @@ def check_folder_dataset(path) -> list[str]:
 
 
 @functools.cache
-def _notice(message: str) -> None:
-    """Print ``message`` once per process (the folder checks run in the Hydra callback and in train)."""
-    print(message)
+def _warn_once(message: str) -> None:
+    """Log ``message`` once per process (the folder checks run in the Hydra callback and in train)."""
+    log.warning(message)

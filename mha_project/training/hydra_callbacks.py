@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from mha_project.checks import validate_config
 from mha_project.cli import fail, import_tensorflow_quietly
 from mha_project.errors import ConfigError
-from mha_project.extending import SWEEP_START
+from mha_project.extending import SWEEP_NEXT_STEPS, SWEEP_START
 
 # Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
 REFUSED_JOBS = "refused_jobs.tsv"
@@ -110,4 +110,5 @@ class ValidateConfig(Callback):
         failed = list(sweep_dir.glob("*/failure.json"))
         if failed and not any(sweep_dir.glob("*/metrics.json")):
             fail(f"every job of the sweep failed ({len(failed)} failure.json files in {sweep_dir})", code=1)
-        print(f"next: python scripts/sweep_report.py {shlex.quote(str(sweep_dir))}   # the table, plot and means")
+        for next_step in SWEEP_NEXT_STEPS:  # the extras'
+            print(f"next: {next_step(shlex.quote(str(sweep_dir)))}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mha_project.atomic import write_text_atomic
 from mha_project.cli import plural
+from mha_project.extending import NEXT_STEPS
 from mha_project.run_dir import LATEST, latest_target, latest_text
 
 log = logging.getLogger("mha_project.training.train")
@@ -32,10 +33,8 @@ def next_steps(run_dir: Path, head_view: bool, attention: bool = True) -> str:
     where = shlex.quote(str(run_dir))
     lines = [f"python scripts/evaluate.py {where}"]
     if attention:
-        lines += [
-            f'python scripts/inspect_attention.py {where} "a sentence of your own"',
-            f"python scripts/head_patterns.py {where}",
-        ]
+        lines.append(f'python scripts/inspect_attention.py {where} "a sentence of your own"')
+    lines += [line for next_step in NEXT_STEPS for line in next_step(where, attention)]  # the extras'
     lines.append(f"tensorboard --logdir {where}")
     if head_view:
         lines.append(f"open {shlex.quote(str(run_dir / 'attention.html'))} in a browser: the interactive head view")

@@ -511,7 +511,7 @@ def test_head_patterns_of_the_pretrained_encoder(pretrained_run):
 
 @pytest.mark.slow
 def test_sweep_over_pretraining_and_seeds_is_grouped_by_pretrain(tmp_path):
-    from mha_project.analysis.report import write_report
+    from mha_project.extras.sweep_report.report import write_report
 
     sweep = tmp_path / "sweep"
     result = run_sweep(sweep, "pretrain=none,mlm", "seed=1,2", *TINY, "pretrain.epochs=1")

@@ -103,7 +103,7 @@ def relation_runs(tmp_path_factory) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("task", list(TASKS))
 def test_a_small_run_learns_the_task_and_head_patterns_names_the_head_that_reads_its_rule(relation_runs, task):
-    from mha_project.analysis.head_patterns import run_head_patterns
+    from mha_project.extras.head_analysis.patterns import run_head_patterns
 
     run_dir, metrics = relation_runs[task]
     assert metrics["test_accuracy"] >= 0.95, metrics["test_accuracy"]
@@ -123,8 +123,8 @@ def test_a_small_run_learns_the_task_and_head_patterns_names_the_head_that_reads
 
 @pytest.mark.slow
 def test_positions_the_rule_does_not_relate_are_followed_by_no_head(relation_runs):
-    from mha_project.analysis.head_patterns import relation_heads
     from mha_project.analysis.runs import load_run
+    from mha_project.extras.head_analysis.patterns import relation_heads
 
     run = load_run(relation_runs["marker"][0], needs_attention=True)
     (texts, _), _, _ = generate("marker", 300, 1, seed=9)

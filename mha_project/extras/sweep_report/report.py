@@ -14,7 +14,7 @@ import yaml
 
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.plots import plt, save_figure
-from mha_project.cli import shown
+from mha_project.cli import cell, markdown, shown
 from mha_project.errors import UserError
 from mha_project.extending import SWEEP_REPORT_SECTIONS
 
@@ -164,12 +164,6 @@ def seed_summary(jobs: list[dict], seed_key: str = "seed") -> tuple[list[str], l
     return header, rows
 
 
-def markdown(header, rows) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINE_STYLES = ("-", "--", "-.", ":")
 
@@ -295,12 +289,3 @@ def _number(value):
         return float(value)
     except (TypeError, ValueError):
         return math.inf
-
-
-def cell(value) -> str:
-    """A value as the report's tables show it (a float to 4 decimals, None as an empty cell)."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4f}" if value < 10 else f"{value:.1f}"
-    return str(value)

@@ -1,13 +1,17 @@
-"""Head statistics on hand-made attention matrices, the label rules, and the CLI's JSON."""
+"""Head statistics on hand-made attention matrices, the label rules, the CLI's JSON; head importance by masking."""
 
 import json
 
+import keras
 import numpy as np
 import pytest
 
-from conftest import QUIET, run_script
-from mha_project.analysis.head_patterns import STAT_KEYS, head_statistics, label_head, top_tokens
+from conftest import QUIET, run_script, small_model_config
 from mha_project.attention.scores import normalized_entropy
+from mha_project.extras.head_analysis.importance import head_importance, set_head_mask
+from mha_project.extras.head_analysis.patterns import STAT_KEYS, head_statistics, label_head, top_tokens
+from mha_project.model.backbone import encoder_blocks
+from mha_project.model.classifier import build_classifier, uncompiled_copy
 
 
 def lengths_to_real(lengths, width):
@@ -145,7 +149,7 @@ def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
     import keras
 
     from conftest import compose_cfg
-    from mha_project.analysis.head_patterns import run_head_patterns
+    from mha_project.extras.head_analysis.patterns import run_head_patterns
     from mha_project.training.train import train
 
     entropies = {}
@@ -180,8 +184,8 @@ def test_attention_logger_leaves_out_probes_without_tokens(tmp_path):
 
 
 def test_the_pictures_write_every_number_in_a_colour_that_reads_on_its_cell():
-    from mha_project.analysis.head_importance import importance_figure
-    from mha_project.analysis.head_patterns import STAT_KEYS, patterns_figure
+    from mha_project.extras.head_analysis.importance import importance_figure
+    from mha_project.extras.head_analysis.patterns import STAT_KEYS, patterns_figure
 
     masses = {k: 0.02 for k in STAT_KEYS[1:]}
     cells = [(layer, head) for layer in range(2) for head in range(4)]
@@ -203,3 +207,52 @@ def test_the_pictures_write_every_number_in_a_colour_that_reads_on_its_cell():
             assert (text.get_color() == "white") == dark, (text.get_text(), text.get_color())
     darkest = next(t for t in fig.axes[0].texts if t.get_text() == "+0.300")
     assert darkest.get_color() == "white"  # the largest drop, on the darkest red
+
+
+def tiny_model(heads=3, layers=2):
+    keras.utils.set_random_seed(0)
+    cfg = small_model_config(max_len=10, embed_dim=12, num_layers=layers, num_heads=heads, key_dim=4, dropout=0.0)
+    return build_classifier(cfg, vocab_size=30, num_classes=2)
+
+
+def test_masking_a_head_changes_output_and_masking_none_does_not():
+    model = tiny_model()
+    ids = np.random.default_rng(0).integers(1, 30, size=(8, 10))
+    before = model.predict(ids, verbose=0)
+    copy = uncompiled_copy(model)
+    kernels = [b.attention.output_dense.kernel.numpy() for b in encoder_blocks(copy)]
+    set_head_mask(copy, kernels, [np.ones(3, bool), np.ones(3, bool)])
+    np.testing.assert_allclose(copy.predict(ids, verbose=0), before, atol=1e-6)
+    set_head_mask(copy, kernels, [np.array([True, False, True]), np.ones(3, bool)])
+    assert np.abs(copy.predict(ids, verbose=0) - before).max() > 1e-4
+    np.testing.assert_allclose(model.predict(ids, verbose=0), before, atol=1e-6)  # the original is untouched
+
+
+def test_head_importance_shapes():
+    model = tiny_model(heads=2, layers=1)
+    ids = np.random.default_rng(1).integers(1, 30, size=(16, 10))
+    labels = (ids[:, 0] > 15).astype("int32")
+    import tensorflow as tf
+
+    result = head_importance(model, tf.data.Dataset.from_tensor_slices((ids, labels)).batch(8))
+    assert result["without_head"].shape == (1, 2) and result["only_head"].shape == (1, 2)
+    np.testing.assert_allclose(result["drop_without_head"], result["baseline"] - result["without_head"])
+
+
+@pytest.mark.slow
+def test_head_importance_cli(tiny_run):
+    result = run_script("head_importance.py", str(tiny_run))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| 0 | 1 |" in result.stdout
+    saved = json.loads((tiny_run / "head_importance" / "head_importance.json").read_text())
+    assert np.array(saved["without_head"]).shape == (1, 2)
+    assert (tiny_run / "head_importance" / "head_importance.png").read_bytes()[:4] == b"\x89PNG"
+    assert list((tiny_run / "tensorboard" / "analysis").glob("events.out.tfevents.*"))
+
+
+def test_head_importance_refuses_a_file_as_its_out_folder(tiny_run, tmp_path):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    result = run_script("head_importance.py", str(tiny_run), "--out", str(a_file))
+    assert result.returncode == 2 and "is a file: --out takes a folder" in result.stderr
+    assert "Traceback" not in result.stderr and a_file.read_text() == "x"

@@ -1,0 +1,13 @@
+"""What each attention head of a finished run does (``scripts/head_patterns.py``: entropy, positional mass, a
+label per head, and on rule-built data the head that follows each relation) and which heads matter
+(``scripts/head_importance.py``: accuracy with each head masked out). Registers the command a finished run
+suggests next."""
+
+from mha_project.extending import NEXT_STEPS
+
+
+def head_patterns_step(where: str, attention: bool) -> list[str]:
+    return [f"python scripts/head_patterns.py {where}"] if attention else []
+
+
+NEXT_STEPS.append(head_patterns_step)
