@@ -24,6 +24,15 @@ def finish_all(processes, timeout: float) -> list[tuple[int, str]]:
     return results
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS's choice of an unused one)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def import_tensorflow_quietly() -> None:
     """Import TensorFlow and let it look for devices with file descriptor 2 pointed at /dev/null.
 

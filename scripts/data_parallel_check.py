@@ -20,7 +20,6 @@ loss by 1e-3 or more, so 1e-4 separates the two.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,19 +27,13 @@ import time
 from pathlib import Path
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import finish_all
+from mha_project.cli import finish_all, free_port
 from mha_project.training.history import steady_examples_per_second
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = {"test_loss": 1e-4, "test_accuracy": 1e-6}
 RUN = ["trainer.distribution=data_parallel", "data.bucketing=false"]
 TINY = ["debug=tiny", "epochs=2", "batch_size=16"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train(run_dirs: list[Path], overrides: list[str], timeout: int = 900) -> list[dict]:

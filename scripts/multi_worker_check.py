@@ -11,12 +11,11 @@ day an upgrade fixes it the test says so.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import finish_all
+from mha_project.cli import finish_all, free_port
 
 WORKER = """
 import json, os, sys
@@ -35,12 +34,6 @@ with strategy.scope():
 history = model.fit(ds, epochs=2, steps_per_epoch=4, verbose=0)
 print("LOSS", json.dumps(history.history["loss"]))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> int:

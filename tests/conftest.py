@@ -2,7 +2,6 @@ import contextlib
 import functools
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core, as in scripts/)
+from mha_project.cli import free_port  # the tests that start servers import it from here
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -188,13 +188,6 @@ def write_folder_dataset(root: Path, classes=("neg", "pos"), per_class: int = 12
         d.mkdir(parents=True, exist_ok=True)
         (d / "0.txt").write_text("no label here")
     return root
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the OS's choice of an unused one)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

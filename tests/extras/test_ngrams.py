@@ -364,3 +364,18 @@ def test_a_run_records_its_ngram_options_as_hyper_parameters():
     assert recorded["ngram_branch"] == "bigram" and recorded["ngram_lr"] == 0.02
     keys = {"ngram_weighting", "ngram_buckets", "ngram_max_n", "ngram_dim", "ngram_c", "encoder_logit_dropout"}
     assert keys <= set(recorded)
+
+
+def test_choosing_the_fit_on_validation_pairs_runs_by_seed_and_keeps_the_first_of_a_tie():
+    from benchmarks.choose_by_validation import choose
+
+    def run(fit, seed, val, test):
+        return {"setting": ("table", "x.csv", "label", "bigram"), "fit": fit, "seed": seed, "best_val_accuracy": val,
+                "test_accuracy": test}  # fmt: skip
+
+    gentle, long = (0.003, 8, 3, 0.14), (0.01, 12, 4, 0.2)
+    runs = [run(gentle, 1, 0.80, 0.81), run(long, 1, 0.82, 0.79), run(gentle, 2, 0.85, 0.90), run(long, 2, 0.85, 0.70)]
+    runs.append(run(long, 3, 0.99, 0.99))  # a seed only one fit ran: not compared
+    (row,) = choose(runs)
+    assert row["seeds"] == [1, 2] and row["fits"] == {gentle: pytest.approx(0.855), long: pytest.approx(0.745)}
+    assert row["chosen"] == pytest.approx((0.79 + 0.90) / 2) and row["right"] == 1  # seed 1 chose wrong
