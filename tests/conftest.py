@@ -321,6 +321,13 @@ LONGEST_FILES = (
 )
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (pyproject.toml's addopts): a worker per core for the fast tier, whose tests keep their cores
+    busy, and one more for the whole suite, whose slow tests wait on subprocesses, servers and polls."""
+    cores = len(os.sched_getaffinity(0))
+    return cores if "not slow" in (config.option.markexpr or "") else cores + 1
+
+
 def pytest_collection_modifyitems(items):
     def rank(item) -> int:
         path = item.path.as_posix()
