@@ -290,12 +290,21 @@ OUT_OF_RANGE = [
 
 
 @pytest.fixture(scope="session")
-def sweep_dir(tmp_path_factory) -> Path:
-    """heads=0 (fails validation), 1 and 2: two finished jobs and one failed, by the real CLI."""
-    path = tmp_path_factory.mktemp("sweep") / "s"
-    result = run_sweep(path, "heads=0,1,2", *TINY_ANY_HEADS)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (path.parent / "stdout.txt").write_text(result.stdout)
+def sweep_dir(tmp_path_factory, worker_id) -> Path:
+    """heads=0 (fails validation), 1 and 2: two finished jobs and one failed, by the real CLI; made once for the
+    whole session, whatever the number of xdist workers (pytest-xdist's recipe for a session fixture, with
+    ``flock`` for its lock), so every test reads it and none writes into it (copy it first)."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    root = base if worker_id == "master" else base.parent  # the folder all workers of this session share
+    path = root / "sweep" / "s"
+    with open(root / "sweep.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (path.parent / "stdout.txt").exists():
+            result = run_sweep(path, "heads=0,1,2", *TINY_ANY_HEADS)
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            (path.parent / "stdout.txt").write_text(result.stdout)
     return path
 
 

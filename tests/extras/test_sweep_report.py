@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ def test_a_finished_sweep_names_its_report_as_the_next_step(sweep_dir):
 
 
 @pytest.mark.slow
-def test_sweep_report(sweep_dir):
+def test_sweep_report(sweep_dir, tmp_path):
+    sweep_dir = Path(shutil.copytree(sweep_dir, tmp_path / "s"))  # the shared sweep stays as it was made
     unfinished = sweep_dir / "7" / ".hydra"  # a job that was killed before writing anything
     unfinished.mkdir(parents=True)
     (unfinished / "overrides.yaml").write_text("- heads=7\n")
