@@ -59,7 +59,7 @@ def main() -> None:
             heads=args.heads,
         )
         if args.compare:
-            from mha_project.analysis.head_view import compare
+            from mha_project.analysis.run_view import compare
 
             compare(args.run_dir, args.compare, args.text).save(args.html)  # replaces the one-run view
     except UserError as err:

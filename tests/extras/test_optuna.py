@@ -107,7 +107,7 @@ def test_the_first_trials_of_a_seeded_tpe_sweep_cover_every_choice_and_every_str
 
 
 def test_importances_come_from_enough_trials_and_name_a_parameter_that_never_varied(tmp_path):
-    from mha_project.extras.optuna.report import study_report
+    from mha_project.extras.optuna.report_section import study_report
     from mha_project.extras.optuna.studies import write_study_pointer
 
     storage = f"sqlite:///{tmp_path}/optuna.db"

@@ -26,7 +26,7 @@ def trial_pruning(cfg, job) -> list:
 
 
 def study_section(sweep_dir):
-    from mha_project.extras.optuna.report import study_report
+    from mha_project.extras.optuna.report_section import study_report
 
     return study_report(sweep_dir)
 
