@@ -19,6 +19,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from mha_project.cli import markdown
+
 FIT_KEYS = ("trainer.ngram_lr", "trainer.epochs", "trainer.early_stopping_patience", "model.ngram_c")
 
 
@@ -60,14 +62,15 @@ def main() -> None:
     rows = choose(runs)
     if not rows:
         sys.exit("error: no setting has two fits with a seed in common among the finished runs given")
-    print("| data, branch | seeds | mean test of each fit (ngram_lr, epochs, patience, C) | by val | picked best |")
-    print("|---|---|---|---|---|")
+    header = ["data, branch", "seeds", "mean test of each fit (ngram_lr, epochs, patience, C)", "by val", "picked best"]
+    table = []
     for row in rows:
         name, path, label, branch = row["setting"]
         where = name if path == "None" else f"{Path(path).stem} ({label})"
         fits = "; ".join(f"{fit}: {test:.3f}" for fit, test in row["fits"].items())
         seeds = len(row["seeds"])
-        print(f"| {where}, {branch} | {seeds} | {fits} | {row['chosen']:.3f} | {row['right']} of {seeds} |")
+        table.append([f"{where}, {branch}", str(seeds), fits, f"{row['chosen']:.3f}", f"{row['right']} of {seeds}"])
+    print(markdown(header, table), end="")
 
 
 if __name__ == "__main__":

@@ -110,5 +110,6 @@ class ValidateConfig(Callback):
         failed = list(sweep_dir.glob("*/failure.json"))
         if failed and not any(sweep_dir.glob("*/metrics.json")):
             fail(f"every job of the sweep failed ({len(failed)} failure.json files in {sweep_dir})", code=1)
+        where = shlex.quote(str(sweep_dir))
         for next_step in SWEEP_NEXT_STEPS:  # the extras'
-            print(f"next: {next_step(shlex.quote(str(sweep_dir)))}")
+            print(f"next: {next_step(where)}")
