@@ -11,7 +11,6 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from mha_project.config import (
-    MULTI_WORKER_UNSUPPORTED,
     field_checks,
     keras_backend,
     not_a_setting,
@@ -51,7 +50,6 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(f"{shown}={typed(value)}{where} is invalid: must be {allowed}")
     _check_data(cfg)
     _check_model(cfg)
-    _check_trainer(cfg)
     _check_logger(cfg)
     for check in CHECKS:  # the extras' own (mha_project/extending.py)
         check(cfg)
@@ -86,13 +84,6 @@ def _check_model(cfg: DictConfig) -> None:
             "pairs of query/key features, so key_dim must be even"
         )
     _check_attention_memory(cfg)
-
-
-def _check_trainer(cfg: DictConfig) -> None:
-    if cfg.trainer.distribution == "multi_worker":
-        raise ConfigError(MULTI_WORKER_UNSUPPORTED)
-    if cfg.trainer.distribution == "data_parallel":
-        _check_data_parallel(cfg)
 
 
 def _check_logger(cfg: DictConfig) -> None:
@@ -142,48 +133,6 @@ def _check_attention_memory(cfg: DictConfig) -> None:
             f"attention alone would need about {need / 2**30:,.0f} GiB per step (batch_size={cfg.trainer.batch_size} "
             f"x heads={cfg.model.num_heads} x seq_len^2 x layers={cfg.model.num_layers}) against this machine's "
             f"{have / 2**30:,.0f} GiB: lower seq_len or batch_size, or set data.bucketing=true"
-        )
-
-
-def processes() -> int:
-    """How many processes train together: Keras's ``KERAS_DISTRIBUTION_NUM_PROCESSES`` (keras.distribution)."""
-    value = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")
-    if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"KERAS_DISTRIBUTION_NUM_PROCESSES={value} is invalid: must be an integer >= 1")
-    return int(value)
-
-
-def _check_data_parallel(cfg: DictConfig) -> None:
-    backend = keras_backend()
-    if backend != "jax":
-        raise ConfigError(
-            f"trainer.distribution=data_parallel is invalid with KERAS_BACKEND={backend}: it is keras.distribution, "
-            "which trains on the JAX backend; run KERAS_BACKEND=jax python scripts/train.py ..."
-        )
-    n = processes()
-    if n == 1:
-        return
-    if not os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
-        raise ConfigError(
-            f"KERAS_DISTRIBUTION_NUM_PROCESSES={n} needs KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT, the address of "
-            'process 0, which coordinates (README "Keras backends and several devices")'
-        )
-    process_id = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "")
-    if not (process_id.isascii() and process_id.isdigit() and int(process_id) < n):
-        raise ConfigError(
-            f"KERAS_DISTRIBUTION_PROCESS_ID={process_id} is invalid with KERAS_DISTRIBUTION_NUM_PROCESSES={n}: "
-            f"must be one of 0..{n - 1}, a different one on each machine"
-        )
-    # Every process must step through batches of one shape at once, and the same number of them.
-    if cfg.data.bucketing:
-        raise ConfigError(
-            f"data.bucketing=true is invalid with {n} processes: each process's length buckets would give it "
-            "other batch shapes and counts than the others; set data.bucketing=false"
-        )
-    if cfg.trainer.batch_size % n:
-        raise ConfigError(
-            f"batch_size={cfg.trainer.batch_size} is invalid with {n} processes: the global batch is split evenly "
-            f"between them, so it must be a multiple of {n}"
         )
 
 

@@ -23,13 +23,6 @@ from mha_project.model import INPUT_SCALES, POOLINGS, POSITION_ENCODINGS
 
 DATASETS = ("fine_foods", "imdb", "ag_news", "folder")  # configs/data/, data/sources.py; the extras add theirs
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-DISTRIBUTIONS = ("none", "mirrored", "data_parallel", "multi_worker")
-# Why trainer.distribution=multi_worker is refused (mha_project/training/distribute.py has the details).
-MULTI_WORKER_UNSUPPORTED = (
-    "trainer.distribution=multi_worker is not supported: Keras 3's model.fit fails under "
-    "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=data_parallel "
-    "with KERAS_BACKEND=jax (keras.distribution), on one machine or several"
-)
 
 
 # The command-line shortcuts (`python scripts/train.py heads=8`) and the keys each one sets, through the
@@ -138,9 +131,6 @@ class TrainerConfig:
     steps_per_execution: int = checked(positive_int, "an integer >= 1")
     validations_per_epoch: int = checked(positive_int, "an integer >= 1")
     precision: str = checked(lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS))
-    distribution: str = checked(lambda v: v in DISTRIBUTIONS, "one of " + ", ".join(DISTRIBUTIONS))
-    join_timeout: int = checked(positive_int, "an integer >= 1 (seconds)")
-    cpu_devices: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
 
 
 @dataclass

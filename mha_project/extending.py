@@ -28,6 +28,19 @@ DATA_SOURCES: dict[str, Callable] = {}
 CHECKS: list[Callable] = []
 # Each names words the run's vocabulary must hold (the masked LM's [MASK]): reserved_words(cfg) -> list[str].
 RESERVED_WORDS: list[Callable] = []
+# Each may run a job itself instead of the core's train (a process other than 0 of a data-parallel run trains in a
+# scratch directory): run_job(cfg, job) -> its metrics, or None to leave the job to the core. The first is taken.
+JOB_RUNNERS: list[Callable] = []
+# Each may give the strategy a run trains under (its devices and processes): strategy(cfg) -> an object with
+# scope() and num_replicas_in_sync (and process_id / num_processes when several processes train), or None. The
+# first is taken; else TensorFlow's default strategy (this process, its default device).
+STRATEGIES: list[Callable] = []
+# Each gives the fitted model for what this process does next (the test, save, export): after_fit(cfg, job,
+# model, plan) -> a model (process 0's copy of weights trained by several), or None: this process's part ends.
+AFTER_FIT: list[Callable] = []
+# Each gives, as a context manager, the model a computation on this process alone may run (attention logging
+# during a fit of several processes): local(model). The first is taken; else the model itself.
+PROCESS_LOCAL: list[Callable] = []
 # Each may give the classifier the backbone it starts from (a pretraining stage, or another run's), before the
 # run's record is written it checks what it needs: an object with check(cfg, inputs) and
 # backbone(cfg, job, record, inputs, strategy) -> an EncoderBackbone or None. The first backbone is taken.

@@ -14,6 +14,11 @@ import mha_project.extras  # noqa: F401  (every extra present registers itself w
 from mha_project.cli import free_port  # the tests that start servers import it from here
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# One thread per TensorFlow op pool, in the workers and the processes they start: the workers already keep every
+# core busy, and a tiny model's ops gain less from a second thread than they lose contending for the cores.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")  # JAX's, alike
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -325,16 +330,14 @@ LONGEST_FILES = (
     "test_reliability.py",
     "extras/test_pretraining.py",
     "extras/test_optuna.py",
-    "test_data_parallel.py",
+    "extras/test_distribution.py",
     "extras/test_ngrams.py",
 )
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto`` (pyproject.toml's addopts): a worker per core for the fast tier, whose tests keep their cores
-    busy, and one more for the whole suite, whose slow tests wait on subprocesses, servers and polls."""
-    cores = len(os.sched_getaffinity(0))
-    return cores if "not slow" in (config.option.markexpr or "") else cores + 1
+    """``-n auto`` (pyproject.toml's addopts): a worker per core, each running TensorFlow on one thread (above)."""
+    return len(os.sched_getaffinity(0))
 
 
 def pytest_collection_modifyitems(items):

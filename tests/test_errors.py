@@ -16,8 +16,6 @@ BAD_OVERRIDES = [
     ("heads=abc", "heads=abc"),
     ("data=nope", "fine_foods"),
     ("data=folder", "data.path"),
-    ("trainer.distribution=tpu", "trainer.distribution=tpu"),
-    ("trainer.distribution=multi_worker", "keras-team/keras#20585"),
     ("+foo=1", "foo is not a setting of this project"),
     ("+model.bar=2", "model.bar is not a setting"),
     # A typo is answered with the setting meant, never with Hydra's advice to add it with '+'.
@@ -265,36 +263,6 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     assert_clean_failure(run_script("evaluate.py", str(folder_run)), f"data.path={data}, no longer exists")
     with pytest.raises(UserError, match=f"data.path={data}, no longer exists"):
         load_run(folder_run)  # what every tool that reads the data calls
-
-
-def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_batches_that_split(tmp_path):
-    from mha_project.checks import validate_config
-    from mha_project.errors import ConfigError
-
-    cfg = compose_cfg("trainer.distribution=data_parallel")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("KERAS_BACKEND", "tensorflow")
-        with pytest.raises(ConfigError, match="is invalid with KERAS_BACKEND=tensorflow: it is keras.distribution"):
-            validate_config(cfg)
-        env.setenv("KERAS_BACKEND", "jax")
-        validate_config(cfg)  # one process: this machine's devices
-        env.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
-        with pytest.raises(ConfigError, match="NUM_PROCESSES=2 needs KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT"):
-            validate_config(cfg)
-        env.setenv("KERAS_DISTRIBUTION_JOB_ADDRESSES", "127.0.0.1:7777")
-        for process_id in ("", "5", "2", "-1", "one"):
-            env.setenv("KERAS_DISTRIBUTION_PROCESS_ID", process_id)
-            with pytest.raises(ConfigError, match=f"PROCESS_ID={process_id} is invalid with .*=2: must be one of 0..1"):
-                validate_config(cfg)
-        env.setenv("KERAS_DISTRIBUTION_PROCESS_ID", "1")
-        with pytest.raises(ConfigError, match="data.bucketing=true is invalid with 2 processes"):
-            validate_config(cfg)
-        with pytest.raises(ConfigError, match="batch_size=33 is invalid with 2 processes"):
-            validate_config(compose_cfg("trainer.distribution=data_parallel", "data.bucketing=false", "batch_size=33"))
-        validate_config(compose_cfg("trainer.distribution=data_parallel", "data.bucketing=false"))
-        env.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "two")
-        with pytest.raises(ConfigError, match="KERAS_DISTRIBUTION_NUM_PROCESSES=two is invalid: must be an integer"):
-            validate_config(cfg)
 
 
 @pytest.mark.subprocess

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import QUIET, TINY, run_script, train_tiny
+from conftest import TINY, run_script
 
 pytestmark = pytest.mark.slow
 
@@ -76,17 +76,6 @@ def test_benchmark_bad_variant_is_one_line():
     assert "Traceback" not in result.stderr
     result = run_script("benchmark.py", "--variant", "no_such_key=1", "data.limit=50")
     assert result.returncode == 2 and "no_such_key" in result.stderr and "Traceback" not in result.stderr
-
-
-@pytest.mark.subprocess
-def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
-    # A fresh process: logical CPU devices can only be made before TensorFlow initialises its devices.
-    overrides = ["trainer.distribution=mirrored", "trainer.cpu_devices=2", *QUIET]
-    result = train_tiny(tmp_path / "run", *overrides, fresh_process=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "distribution: mirrored · replicas 2 · global batch 32" in result.stdout
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert 0 <= metrics["test_accuracy"] <= 1 and metrics["epochs_run"] == 1
 
 
 def test_memory_probe_reports_each_stage_for_texts_held_on_disk(tmp_path):

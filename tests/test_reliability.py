@@ -103,19 +103,6 @@ def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temp file left behind
 
 
-@pytest.mark.subprocess
-@pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True, reason="Keras 3 model.fit under MultiWorkerMirroredStrategy fails (keras-team/keras#20585)"
-)
-def test_two_workers_on_localhost_can_train_with_model_fit():
-    # The day an upgrade fixes the upstream bug this passes, strict xfail turns that into a failure, and
-    # trainer.distribution=multi_worker can be enabled (mha_project/training/distribute.py) and tested end to end.
-    result = run_script("multi_worker_check.py", timeout=300)
-    verdict = json.loads(result.stdout)
-    assert verdict["multi_worker_fit_works"], verdict["workers"]
-
-
 @pytest.mark.slow
 def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_fails_too(tmp_path, monkeypatch):
     # An extra told of the failure (extending.RUN_END) fails on the full disk too: the real failure stays the news.

@@ -282,20 +282,6 @@ def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_
     assert metrics["epochs_run"] == 1
 
 
-@pytest.mark.subprocess
-@pytest.mark.slow
-def test_a_value_checked_after_the_strategy_is_made_fails_in_one_line_and_leaves_a_replaceable_dir(tmp_path):
-    # Through the CLI: logical CPU devices can only be set up before TensorFlow initialises its devices.
-    run_dir = tmp_path / "run"
-    overrides = ["batch_size=1", "trainer.distribution=mirrored", "trainer.cpu_devices=2"]
-    result = train_tiny(run_dir, *QUIET, *overrides, fresh_process=True)
-    assert result.returncode == 2 and "batch_size=1 is invalid with 2" in result.stderr
-    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
-    fixed = train_tiny(run_dir, *QUIET)  # the corrected command just runs
-    assert fixed.returncode == 0, fixed.stderr[-2000:]
-
-
 def test_overwrite_replaces_a_damaged_run_json_as_the_refusal_says(tmp_path):
     (tmp_path / "run.json").write_text("not json")
     with pytest.raises(UserError, match="add overwrite=true"):

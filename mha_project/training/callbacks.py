@@ -12,6 +12,7 @@ TensorBoard tags (documented in the README):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -25,7 +26,7 @@ import tensorflow as tf
 from mha_project.atomic import replaced_atomically, write_json_atomic
 from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode
-from mha_project.training.distribute import process_local
+from mha_project.extending import PROCESS_LOCAL
 from mha_project.training.history import backed_up_epochs, trim_history
 
 
@@ -118,12 +119,12 @@ class AttentionLogger(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         if self.log_initial and self.texts:  # a fresh fit only: a resumed one's step 0 is already logged
-            with process_local(self.model) as model:
+            with _process_local(self.model) as model:
                 self._write(model, 0)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.every_n_epochs and self.texts and (epoch + 1) % self.every_n_epochs == 0:
-            with process_local(self.model) as model:
+            with _process_local(self.model) as model:
                 self._write(model, epoch + 1)
 
     def _write(self, model, epoch):
@@ -141,6 +142,11 @@ class AttentionLogger(keras.callbacks.Callback):
             classify=self.classify,
             head_view_label=self.head_view_label,
         )
+
+
+def _process_local(model):
+    """``model`` as this process alone may run it: an extra's copy when several processes train it."""
+    return PROCESS_LOCAL[0](model) if PROCESS_LOCAL else contextlib.nullcontext(model)
 
 
 class HistoryCSVLogger(keras.callbacks.CSVLogger):

@@ -20,12 +20,11 @@ from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import TextSplits, load_dataset
 from mha_project.data.vocabulary import run_vectorizer, save_vocabulary
 from mha_project.errors import ConfigError, UserError
-from mha_project.extending import BACKBONE_SOURCES, FIT_CALLBACKS, MODEL_READY, RESERVED_WORDS
+from mha_project.extending import BACKBONE_SOURCES, FIT_CALLBACKS, MODEL_READY, RESERVED_WORDS, STRATEGIES
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
 from mha_project.run_dir import VOCAB_FILE
 from mha_project.training.callbacks import BestWeights, ResumedEarlyStopping, tensorboard_callbacks
-from mha_project.training.distribute import local_copy, make_strategy, use_logical_cpus
 from mha_project.training.export import export_inference_model
 from mha_project.training.failures import diverged_message
 from mha_project.training.fitting import (
@@ -44,20 +43,15 @@ BEST_WEIGHTS = Path("checkpoints") / "best.weights.h5"  # inside the run directo
 
 
 def prepare_process(cfg: DictConfig):
-    """Devices, the distribution strategy, seeds and determinism; returns the strategy (the precision is the
-    model's own dtype policy, ``build_model``)."""
-    if cfg.trainer.cpu_devices:
-        use_logical_cpus(cfg.trainer.cpu_devices)
-    strategy = make_strategy(cfg.trainer.distribution, cfg.trainer.join_timeout)
+    """The strategy the run trains under (an extra's, ``STRATEGIES``: several devices or processes; else
+    TensorFlow's default), seeds and determinism; returns the strategy (the precision is the model's own dtype
+    policy, ``build_model``)."""
+    strategy = next(filter(None, (make(cfg) for make in STRATEGIES)), None) or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
     if cfg.trainer.batch_size < replicas:
         raise ConfigError(
             f"batch_size={cfg.trainer.batch_size} is invalid with {replicas} replicas: the "
             f"global batch is split across replicas, so it must be >= {replicas}"
-        )
-    if cfg.trainer.distribution != "none":
-        log.info(
-            f"distribution: {cfg.trainer.distribution} · replicas {replicas} · global batch {cfg.trainer.batch_size}"
         )
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
@@ -78,8 +72,8 @@ class Inputs:
 
 def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
     """Load the splits, take the run's vocabulary (``data/vocabulary.py``: built, or reloaded when resuming)
-    and batch every split. Writes nothing. With several processes (``trainer.distribution=data_parallel``)
-    each batches all the training texts and keeps its slice of every global batch."""
+    and batch every split. Writes nothing. When several processes train together (the strategy's
+    ``num_processes``), each batches all the training texts and keeps its slice of every global batch."""
     data = load_dataset(cfg.data, cfg.seed)
     log.info(
         f"data: {data.name} · classes {data.class_names} · train {len(data.train_texts)} · "
@@ -245,15 +239,6 @@ def trained_results(run_dir: Path, fit, plan: FitPlan, train_texts: int) -> dict
         train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
         train_examples_per_second=round(train_texts * passes_now / max(fit.seconds, 1e-9), 1),
     )
-
-
-def on_process_zero_alone(cfg: DictConfig, model, plan: FitPlan):
-    """After a fit of several processes, the trained weights on process 0's devices alone (compiled, for the
-    test): what follows is one process's work, and Keras is told of no distribution from here on."""
-    copy = local_copy(model)
-    keras.distribution.set_distribution(None)
-    compile_classifier(copy, cfg.trainer, plan.total_steps)
-    return copy
 
 
 def test_once(run_dir: Path, record, model, inputs: Inputs) -> None:

@@ -18,9 +18,7 @@ A run directory (Hydra's output dir) ends up holding:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
-import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -29,12 +27,12 @@ from omegaconf import DictConfig, OmegaConf
 from mha_project.atomic import write_json_atomic, write_text_atomic
 from mha_project.checks import check_activation, validate_config
 from mha_project.errors import UserError
-from mha_project.extending import BACKBONE_SOURCES, RUN_END
+from mha_project.extending import AFTER_FIT, BACKBONE_SOURCES, JOB_RUNNERS, RUN_END
 from mha_project.run_dir import has_attention, open_run_dir
 from mha_project.training import stages
 from mha_project.training.failures import failure_recorded
 from mha_project.training.job import Job
-from mha_project.training.reporting import already_finished, log_result, next_steps, point_latest_at, stop_logging_into
+from mha_project.training.reporting import already_finished, log_result, next_steps, point_latest_at
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
@@ -50,8 +48,10 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
     """
     job = job if job is not None else Job.of(run_dir)
     validate_config(cfg)  # before any data is loaded or file written
-    if cfg.trainer.distribution == "data_parallel" and job.process_id != 0 and not job.helper:
-        return _train_as_helper(cfg, job)
+    for run_job in JOB_RUNNERS:  # an extra's way to run this job (another process's part of a run)
+        metrics = run_job(cfg, job)
+        if metrics is not None:
+            return metrics
     check_activation(cfg)
     run_dir = job.run_dir
     record = open_run_dir(run_dir, cfg, overwrite=cfg.overwrite)
@@ -70,7 +70,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
                 )
             log.info(f"resuming {run_dir} after stage '{record.stage}'")
 
-        # 1. The process: devices, the distribution, seeds, precision.
+        # 1. The process: its devices (an extra's strategy), seeds, determinism.
         strategy = stages.prepare_process(cfg)
         # 2. Text -> token ids: the splits, the run's vocabulary and the three pipelines.
         inputs = stages.prepare_inputs(cfg, run_dir, strategy)
@@ -87,10 +87,10 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
         # 4. fit, with the callbacks that keep the best weights, stop early, log attention and back up.
         if not record.done("trained"):
             stages.fit_stage(cfg, job, record, model, inputs, plan)
-        if cfg.trainer.distribution == "data_parallel" and job.num_processes > 1:
-            if job.process_id != 0:
-                return {}  # the other processes' part ends with the fit; they record nothing
-            model = stages.on_process_zero_alone(cfg, model, plan)
+        for after_fit in AFTER_FIT:  # an extra's (several processes: process 0's copy of the weights)
+            model = after_fit(cfg, job, model, plan)
+            if model is None:
+                return {}  # this process's part ended with the fit: it records nothing
 
         # 5. The test, once, on the best epoch's weights; then model.keras, the SavedModel and the head view.
         stages.test_once(run_dir, record, model, inputs)
@@ -107,14 +107,6 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
     log.info(next_steps(run_dir, head_view=(run_dir / "attention.html").exists(), attention=has_attention(cfg)))
     log_result(run_dir, metrics, overfit_hint=cfg.logger.overfit_hint)
     return metrics
-
-
-def _train_as_helper(cfg: DictConfig, job: Job) -> dict:
-    """Processes other than 0 of a data-parallel run train the same model and record nothing."""
-    stop_logging_into(job.run_dir)  # not even in Hydra's train.log (the run dir may be process 0's)
-    quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False, "attention": {"html": False}}})
-    with tempfile.TemporaryDirectory(prefix="mha-project-process-") as scratch:
-        return train(quiet, job=dataclasses.replace(job, run_dir=Path(scratch), helper=True))
 
 
 def save_run_config(cfg: DictConfig, job: Job) -> None:

@@ -74,9 +74,9 @@ def test_a_head_count_that_does_not_divide_the_width_is_refused_in_one_line():
 
 # The smallest runs that learn each task (the documented setting on fewer texts and epochs).
 SMALL = {
-    "marker": ["data.examples=12000", "epochs=5"],
+    "marker": ["data.examples=12000", "epochs=3"],
     "successor": ["data.examples=12000", "epochs=5"],
-    "negation": ["data.examples=2000", "epochs=3"],
+    "negation": ["data.examples=2000", "epochs=2"],
 }
 
 

@@ -12,6 +12,8 @@ import pytest
 from conftest import TINY_ANY_HEADS, drive_head_view, poll, run_script, tensorboard_server, train_tiny
 from mha_project.extras.tensorboard_tab import PLUGIN_NAME
 
+# The tab reads what the fit logs: neither the SavedModel nor attention.html is made for it.
+NO_FILES = ["export=false", "logger.attention.html=false"]
 LONG_PROBE = " ".join(["the coffee was great but the tea"] * 80)  # 560 words: 512 tokens at seq_len=512
 
 
@@ -20,7 +22,7 @@ def long_probe_run(tmp_path_factory) -> Path:
     """A tiny run, two epochs, whose first probe is 512 tokens long."""
     run_dir = tmp_path_factory.mktemp("long_probe") / "run"
     probes = f'logger.attention.probe_texts=["{LONG_PROBE}","stale coffee"]'
-    result = train_tiny(run_dir, "seq_len=512", "epochs=2", "trainer.early_stopping_patience=5", probes)
+    result = train_tiny(run_dir, "seq_len=512", "epochs=2", "trainer.early_stopping_patience=5", probes, *NO_FILES)
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
 
@@ -29,7 +31,8 @@ def long_probe_run(tmp_path_factory) -> Path:
 def attention_sweep(tmp_path_factory) -> Path:
     """A 2-job sweep (heads=1,2) that logs attention, as a default sweep does."""
     sweep = tmp_path_factory.mktemp("attention_sweep") / "s"
-    result = run_script("train.py", "-m", "heads=1,2", *TINY_ANY_HEADS, f"hydra.sweep.dir={sweep}", timeout=600)
+    overrides = ["-m", "heads=1,2", *TINY_ANY_HEADS, *NO_FILES, f"hydra.sweep.dir={sweep}"]
+    result = run_script("train.py", *overrides, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return sweep
 

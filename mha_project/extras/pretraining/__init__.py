@@ -85,14 +85,14 @@ def check_pretrain(cfg) -> None:
         )
     if source is not None and not os.path.isdir(source):
         raise ConfigError(f"pretrain.from_run={source} does not exist or is not a directory")
-    if cfg.model.ngram_branch == "bigram_alone" and uses_pretraining(cfg):
+    if cfg.model.get("ngram_branch") == "bigram_alone" and uses_pretraining(cfg):
         raise ConfigError(
             "model.ngram_branch=bigram_alone is invalid with pretraining: a bag of n-grams alone has no encoder "
             "to pretrain; use model.ngram_branch=bigram (the bag beside the encoder)"
         )
     processes = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")
     several = processes.isdigit() and int(processes) > 1
-    if cfg.trainer.distribution == "data_parallel" and several and pretrain.objective != "none":
+    if cfg.trainer.get("distribution") == "data_parallel" and several and pretrain.objective != "none":
         raise ConfigError(f"pretrain={pretrain.objective} is invalid with {processes} processes: pretrain on one")
 
 

@@ -1,4 +1,4 @@
-"""The devices a run trains on, for ``trainer.distribution``.
+"""The devices a run trains on, for ``trainer.distribution``, and the processes that train it together.
 
 The configured ``batch_size`` is the *global* batch: Keras splits each batch across the replicas (or the
 processes), so changing the number of devices does not change the optimisation.
@@ -8,7 +8,8 @@ processes), so changing the number of devices does not change the optimisation.
   and, when Keras's ``KERAS_DISTRIBUTION_JOB_ADDRESSES`` / ``_NUM_PROCESSES`` / ``_PROCESS_ID`` are set,
   over several processes (JAX's distributed runtime; gloo collectives on CPU). Each process feeds its
   slice of every global batch (``part`` in :func:`mha_project.data.pipeline.batch_token_ids`); after
-  ``fit``, process 0 alone tests, saves and exports a :func:`local_copy` of the weights."""
+  ``fit``, process 0 alone tests, saves and exports a :func:`local_copy` of the weights; the others train in
+  a scratch directory and record nothing (:func:`train_as_helper`)."""
 
 from __future__ import annotations
 
@@ -17,23 +18,28 @@ import dataclasses
 import logging
 import os
 import sys
+import tempfile
 import threading
+from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
+from omegaconf import OmegaConf
 
-from mha_project.checks import processes
-from mha_project.config import MULTI_WORKER_UNSUPPORTED
 from mha_project.errors import ConfigError
+from mha_project.extras.distribution import MULTI_WORKER_UNSUPPORTED, processes
 from mha_project.model.classifier import uncompiled_copy
+from mha_project.training.fitting import compile_classifier
+from mha_project.training.reporting import stop_logging_into
+from mha_project.training.train import train
 
 log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
 class KerasDistribution:
-    """What stages.py asks of a tf.distribute strategy, for keras.distribution (which needs no scope)."""
+    """What the core asks of a tf.distribute strategy, for keras.distribution (which needs no scope)."""
 
     num_replicas_in_sync: int
     process_id: int = 0
@@ -43,7 +49,20 @@ class KerasDistribution:
         return contextlib.nullcontext()
 
 
-def make_strategy(name: str, join_timeout: int = 300):
+def make_strategy(trainer_cfg):
+    """The strategy of ``trainer.distribution`` (on ``trainer.cpu_devices`` logical CPUs when set)."""
+    if trainer_cfg.cpu_devices:
+        use_logical_cpus(trainer_cfg.cpu_devices)
+    strategy = _strategy(trainer_cfg.distribution, trainer_cfg.join_timeout)
+    if trainer_cfg.distribution != "none":
+        log.info(
+            f"distribution: {trainer_cfg.distribution} · replicas {strategy.num_replicas_in_sync} · "
+            f"global batch {trainer_cfg.batch_size}"
+        )
+    return strategy
+
+
+def _strategy(name: str, join_timeout: int):
     if name == "none":
         return tf.distribute.get_strategy()  # the default (no-op) strategy
     if name == "mirrored":
@@ -135,6 +154,23 @@ def local_copy(model):
     values = [np.asarray(v.value.addressable_data(0)) for v in model.weights]  # this process's replica
     with no_distribution():
         return uncompiled_copy(model, values)
+
+
+def train_as_helper(cfg, job) -> dict:
+    """A process other than 0 trains the same model as process 0, in a scratch directory: it records nothing."""
+    stop_logging_into(job.run_dir)  # not even in Hydra's train.log (the run dir may be process 0's)
+    quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False, "attention": {"html": False}}})
+    with tempfile.TemporaryDirectory(prefix="mha-project-process-") as scratch:
+        return train(quiet, job=dataclasses.replace(job, run_dir=Path(scratch), helper=True))
+
+
+def on_process_zero_alone(cfg, model, plan):
+    """After a fit of several processes, the trained weights on process 0's devices alone (compiled, for the
+    test): what follows is one process's work, and Keras is told of no distribution from here on."""
+    copy = local_copy(model)
+    keras.distribution.set_distribution(None)
+    compile_classifier(copy, cfg.trainer, plan.total_steps)
+    return copy
 
 
 @contextlib.contextmanager
