@@ -323,29 +323,15 @@ def event_records(log_dir: Path) -> dict:
     return tags
 
 
-# pytest-xdist (`--dist loadfile --no-loadscope-reorder`) hands out whole files in collection order, a file to
-# whichever worker runs out first, so a long file collected last keeps one worker busy after the others are done:
-# the files that take longest (`--durations`) start first, longest first; the rest follow in their usual order.
-# A renamed file only loses its place.
+# pytest-xdist (`--dist loadfile`) hands out whole files in collection order, so a long file collected last
+# keeps one worker busy after the others are done: the files with the most fresh processes and runs start first
+# (longest first), the rest follow in their usual order. A renamed file only loses its place.
 LONGEST_FILES = (
-    "extras/test_pretraining.py",
-    "extras/test_distribution.py",
-    "extras/test_optuna.py",
-    "extras/test_ngrams.py",
-    "test_train_cli.py",
-    "test_errors.py",
-    "test_run_dir.py",
     "test_reliability.py",
-    "test_train.py",
-    "test_notebook.py",
-    "extras/test_relations.py",
-    "extras/test_tables.py",
-    "test_head_view.py",
-    "extras/test_tensorboard_tab.py",
-    "test_sweeps.py",
-    "extras/test_hparams.py",
-    "test_layers.py",
-    "test_performance.py",
+    "extras/test_pretraining.py",
+    "extras/test_optuna.py",
+    "extras/test_distribution.py",
+    "extras/test_ngrams.py",
 )
 
 
