@@ -323,26 +323,6 @@ def event_records(log_dir: Path) -> dict:
     return tags
 
 
-# pytest-xdist (`--dist loadfile`) hands out whole files in collection order, so a long file collected last
-# keeps one worker busy after the others are done: the files with the most fresh processes and runs start first
-# (longest first), the rest follow in their usual order. A renamed file only loses its place.
-LONGEST_FILES = (
-    "test_reliability.py",
-    "extras/test_pretraining.py",
-    "extras/test_optuna.py",
-    "extras/test_distribution.py",
-    "extras/test_ngrams.py",
-)
-
-
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto`` (pyproject.toml's addopts): a worker per core, each running TensorFlow on one thread (above)."""
     return len(os.sched_getaffinity(0))
-
-
-def pytest_collection_modifyitems(items):
-    def rank(item) -> int:
-        path = item.path.as_posix()
-        return next((i for i, name in enumerate(LONGEST_FILES) if path.endswith("/tests/" + name)), len(LONGEST_FILES))
-
-    items.sort(key=rank)  # stable: the order inside each file, and of the other files, is kept
