@@ -14,14 +14,9 @@ from typing import Optional
 from mha_project.config import checked, keras_backend, positive_int
 from mha_project.errors import ConfigError
 from mha_project.extending import AFTER_FIT, JOB_RUNNERS, PROCESS_LOCAL, STRATEGIES, config_check, settings
+from mha_project.extras.distribution.processes import MULTI_WORKER_UNSUPPORTED, processes
 
 DISTRIBUTIONS = ("none", "mirrored", "data_parallel", "multi_worker")
-# Why trainer.distribution=multi_worker is refused (devices.py has the details).
-MULTI_WORKER_UNSUPPORTED = (
-    "trainer.distribution=multi_worker is not supported: Keras 3's model.fit fails under "
-    "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=data_parallel "
-    "with KERAS_BACKEND=jax (keras.distribution), on one machine or several"
-)
 
 
 @settings("trainer")
@@ -30,14 +25,6 @@ class DistributionSettings:
     distribution: str = checked(lambda v: v in DISTRIBUTIONS, "one of " + ", ".join(DISTRIBUTIONS))
     join_timeout: int = checked(positive_int, "an integer >= 1 (seconds)")
     cpu_devices: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
-
-
-def processes() -> int:
-    """How many processes train together: Keras's ``KERAS_DISTRIBUTION_NUM_PROCESSES`` (keras.distribution)."""
-    value = os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", "1")
-    if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"KERAS_DISTRIBUTION_NUM_PROCESSES={value} is invalid: must be an integer >= 1")
-    return int(value)
 
 
 @config_check

@@ -28,7 +28,7 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from mha_project.errors import ConfigError
-from mha_project.extras.distribution import MULTI_WORKER_UNSUPPORTED, processes
+from mha_project.extras.distribution.processes import MULTI_WORKER_UNSUPPORTED, processes
 from mha_project.model.classifier import uncompiled_copy
 from mha_project.training.fitting import compile_classifier
 from mha_project.training.reporting import stop_logging_into
