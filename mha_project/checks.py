@@ -17,7 +17,6 @@ from mha_project.config import (
     schema,
     unknown_keys,
 )
-from mha_project.data.folders import check_folder_dataset
 from mha_project.errors import ConfigError, causes, typed
 from mha_project.extending import CHECKS
 
@@ -61,20 +60,6 @@ def _check_data(cfg: DictConfig) -> None:
             f"data.seq_len={cfg.data.seq_len} is invalid: must be <= model.max_len={cfg.model.max_len} "
             "(the position table's length); set seq_len=N to change both"
         )
-    if cfg.data.name != "folder":
-        return
-    path = cfg.data.path
-    if not path:
-        raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
-    if not os.path.isdir(path):
-        raise ConfigError(f"data.path={path} does not exist or is not a directory")
-    missing = [s for s in ("train", "test") if not os.path.isdir(os.path.join(path, s))]
-    if missing:
-        raise ConfigError(
-            f"data.path={path} has no {' or '.join(s + '/' for s in missing)} folder: "
-            "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt"
-        )
-    check_folder_dataset(path)
 
 
 def _check_model(cfg: DictConfig) -> None:

@@ -21,7 +21,7 @@ from mha_project.data import TRUNCATIONS
 from mha_project.extending import DATA_SOURCES, SETTINGS
 from mha_project.model import INPUT_SCALES, POOLINGS, POSITION_ENCODINGS
 
-DATASETS = ("fine_foods", "imdb", "ag_news", "folder")  # configs/data/, data/sources.py; the extras add theirs
+DATASETS = ("fine_foods",)  # configs/data/, data/sources.py; the extras add theirs (TFDS, folders, tables)
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
@@ -77,14 +77,6 @@ def checked(ok, allowed: str, shown: str | None = None):
 @dataclass
 class DataConfig:
     name: str = checked(lambda v: v in datasets(), lambda: "one of " + ", ".join(datasets()), shown="data")
-    tfds_name: Optional[str] = MISSING
-    path: Optional[str] = MISSING
-    data_dir: Optional[str] = MISSING
-    download: bool = MISSING
-    test_path: Optional[str] = MISSING
-    test_fraction: Optional[float] = checked(lambda v: v is None or 0 < v < 1, "null or a number in (0, 1)")
-    text_column: str = MISSING
-    label_column: str = MISSING
     val_fraction: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
     limit: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
     vocab_size: int = checked(lambda v: isinstance(v, int) and v >= 3, "an integer >= 3")
@@ -173,7 +165,6 @@ class TrainConfig:
     seed: int = checked(lambda v: is_int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]")
     deterministic: bool = MISSING
     overwrite: bool = MISSING
-    export: bool = MISSING
     optimized_metric: Optional[str] = MISSING
     # Free-form room for experiment configs (notes, tags); never read by the code.
     tags: Any = None
@@ -193,7 +184,8 @@ def schema() -> type:
         ]
 
     def extended(base: type, where: str) -> type:
-        added = [item for extra in SETTINGS.get(where, ()) for item in copied(extra)]
+        # A key two extras share (data.path: a folder's or a table's) is declared by each, added once.
+        added = list({item[0]: item for extra in reversed(SETTINGS.get(where, ())) for item in copied(extra)}.values())
         return dataclasses.make_dataclass(base.__name__, added, bases=(base,)) if added else base
 
     fields = []

@@ -24,6 +24,8 @@ HPARAMS: dict[str, str] = {}
 NO_ATTENTION: list[Callable] = []
 # data.name -> loader(data_cfg, seed) -> ((train_texts, train_labels), (test_texts, test_labels), class_names)
 DATA_SOURCES: dict[str, Callable] = {}
+# data.name -> unlabeled(data_cfg) -> texts without labels, for pretraining (pretrain.extra_unlabeled).
+UNLABELED_TEXTS: dict[str, Callable] = {}
 # Each runs after the core's own checks of a config (before anything is loaded or written); raises ConfigError.
 CHECKS: list[Callable] = []
 # Each names words the run's vocabulary must hold (the masked LM's [MASK]): reserved_words(cfg) -> list[str].
@@ -67,6 +69,11 @@ RELATION_LINKS: list[Callable] = []
 KERAS_MODULES: list[str] = []
 # Each returns Keras callbacks for the classifier's fit: factory(cfg, job) -> list[keras.callbacks.Callback].
 FIT_CALLBACKS: list[Callable] = []
+# Each writes what a run keeps beside model.keras from its trained model (the SavedModel, the head view page),
+# within the run's "saved" stage: write(cfg, run_dir, model, inputs), ``inputs`` the run's data and vocabulary.
+SAVED_OUTPUTS: list[Callable] = []
+# Names an extra writes in a run directory: overwrite=true removes them with the core's (run_dir.RUN_FILES).
+RUN_FILES: list[str] = []
 # Each is told how a run ended, after its test: run_end(cfg, job, metrics), metrics None for a run that failed
 # (a Keras callback's on_train_end comes before the test and never hears of a failure outside fit).
 RUN_END: list[Callable] = []

@@ -54,7 +54,7 @@ LOCK_FILE = ".lock"
 
 # What run.json's "format" says: the layout of a run directory and of the models in it that this version
 # writes and reads. Another format is refused in one line (no compatibility code before 1.0): train again.
-RUN_FORMAT = 3  # 3: epochs count from 1 in history.csv and TensorBoard, step 0 is the initial weights
+RUN_FORMAT = 4  # 4: the SavedModel is written within the "saved" stage (no "exported" stage)
 
 # The one TensorBoard run (under tensorboard/) that the analysis tools (inspect, head patterns, head
 # importance) write into: each tool's tags have their own prefix, and one run per tool would crowd
@@ -69,7 +69,7 @@ IDENTITY_KEYS = ("data", "model", "trainer", "seed", "deterministic")
 # What a finished run must hold besides metrics.json for the tools that read it back (analysis/).
 REQUIRED = (MODEL_FILE, VOCAB_FILE)
 # Stages in order; run.json's "stage" is the last one finished.
-STAGES = ("started", "pretrained", "trained", "tested", "saved", "exported", "finished")
+STAGES = ("started", "pretrained", "trained", "tested", "saved", "finished")
 
 
 # Files a run writes: what overwrite=true removes from a directory whose run.json says it is a run.
@@ -82,7 +82,6 @@ RUN_FILES = (
     VOCAB_FILE,
     "backup",
     "checkpoints",
-    "export",
     "tensorboard",
     ".hydra",
     "pretrain",
@@ -285,7 +284,7 @@ def _foreign_files(path: Path, limit: int = 3) -> list[str]:
 
 def _clear(path: Path) -> None:
     """Remove a replaced run's files (never the lock we hold, nor the Hydra log of this process)."""
-    for name in RUN_FILES + ("head_importance", "head_patterns", "inspect", FAILURE_FILE):
+    for name in (*RUN_FILES, *extending.RUN_FILES, "head_importance", "head_patterns", "inspect", FAILURE_FILE):
         target = path / name
         if target.is_dir():
             shutil.rmtree(target)

@@ -104,33 +104,33 @@ def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path):
 
 
 @pytest.mark.slow
-def test_disk_full_during_export_names_the_stage_even_when_the_failure_handler_fails_too(tmp_path, monkeypatch):
+def test_disk_full_while_saving_names_the_stage_even_when_the_failure_handler_fails_too(tmp_path, monkeypatch):
     # An extra told of the failure (extending.RUN_END) fails on the full disk too: the real failure stays the news.
     import errno
 
-    import mha_project.training.stages
     import mha_project.training.train
     from conftest import compose_cfg
     from mha_project.errors import UserError
-    from mha_project.extending import RUN_END
+    from mha_project.extending import RUN_END, SAVED_OUTPUTS
 
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     run_dir = tmp_path / "run"
     cfg = compose_cfg(*TINY, "logger.attention.every_n_epochs=0")
-    monkeypatch.setattr(mha_project.training.stages, "export_inference_model", no_space)
+    SAVED_OUTPUTS.insert(0, no_space)  # what is written beside model.keras (the SavedModel) finds the disk full
     RUN_END.insert(0, no_space)
     try:
-        with pytest.raises(UserError, match="no space left on device while exporting the SavedModel") as err:
+        with pytest.raises(UserError, match="no space left on device while saving the model") as err:
             mha_project.training.train.train(cfg, run_dir)
     finally:
         RUN_END.remove(no_space)
-    assert "stage 'saved'" in str(err.value) and "run the same command again" in str(err.value)
-    assert json.loads((run_dir / "run.json").read_text())["stage"] == "saved"
-    monkeypatch.undo()  # space freed: the same command resumes after the last finished stage
+        SAVED_OUTPUTS.remove(no_space)
+    assert "stage 'tested'" in str(err.value) and "run the same command again" in str(err.value)
+    assert json.loads((run_dir / "run.json").read_text())["stage"] == "tested"
+    (run_dir / "model.keras").unlink()  # space freed: the same command resumes after the last finished stage
     metrics = mha_project.training.train.train(cfg, run_dir)
-    assert (run_dir / "export" / "saved_model.pb").exists() and metrics["epochs_run"] == 1
+    assert (run_dir / "model.keras").exists() and metrics["epochs_run"] == 1
 
 
 @pytest.mark.subprocess

@@ -191,21 +191,21 @@ def test_same_command_again_reports_finished_and_rewrites_nothing(finished_run, 
 
 
 @pytest.mark.slow
-def test_kill_after_save_resumes_without_training_again(finished_run, tmp_path):
+def test_kill_while_saving_resumes_without_training_again(finished_run, tmp_path):
     run_dir = copy_of(finished_run, tmp_path)
-    # The state a kill during export leaves: model saved, export and metrics not yet written.
+    # The state a kill while saving leaves: tested, model.keras and metrics not yet written.
     state = json.loads((run_dir / "run.json").read_text())
-    state["stage"] = "saved"
+    state["stage"] = "tested"
     (run_dir / "run.json").write_text(json.dumps(state))
-    shutil.rmtree(run_dir / "export")
+    (run_dir / "model.keras").unlink()
     (run_dir / "metrics.json").unlink()
     history = (run_dir / "history.csv").read_bytes()
     result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "resuming" in result.stdout and "after stage 'saved'" in result.stdout
+    assert "resuming" in result.stdout and "after stage 'tested'" in result.stdout
     assert "Epoch " not in result.stdout  # no epoch trained again
     assert (run_dir / "history.csv").read_bytes() == history  # no duplicated rows
-    assert (run_dir / "export" / "saved_model.pb").exists()
+    assert (run_dir / "model.keras").exists()
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["test_accuracy"] == state["results"]["test_accuracy"]
 

@@ -51,27 +51,3 @@ def test_early_stopping_waits_for_the_end_of_the_warm_up(tmp_path: Path):
         "logger.tensorboard=false",
     )
     assert train(cfg, tmp_path / "run")["epochs_run"] >= 7  # warm-up is epochs 1-6
-
-
-@pytest.mark.parametrize("truncation, other", [("head", "tail"), ("tail", "head"), ("head_tail", "head")])
-def test_the_export_reads_the_tokens_training_read(tmp_path: Path, truncation, other):
-    import numpy as np
-    import tensorflow as tf
-
-    from mha_project.data.pipeline import encode, pad_batch
-    from mha_project.data.vocabulary import make_vectorizer
-    from mha_project.model.classifier import build_classifier
-    from mha_project.training.export import export_inference_model
-
-    cfg = compose_cfg("debug=tiny")
-    texts = ["great " * 3 + "awful " * 20, "awful " * 3 + "great " * 20 + "fine", "good"]
-    vectorizer = make_vectorizer(texts, 20)
-    keras.utils.set_random_seed(0)
-    model = build_classifier(cfg.model, vectorizer.vocabulary_size(), 2)
-    export_inference_model(model, vectorizer, 8, tmp_path / "export", truncation)
-    exported = tf.saved_model.load(str(tmp_path / "export"))  # held: its variables live as long as it does
-    served = exported.serve(tf.constant(texts))["scores"].numpy()
-    trained_on = model.predict(pad_batch(encode(texts, vectorizer, 8, truncation)), verbose=0)
-    np.testing.assert_allclose(served, trained_on, atol=1e-5)
-    # ... and the texts are long enough for the other truncation to give other answers
-    assert not np.allclose(served, model.predict(pad_batch(encode(texts, vectorizer, 8, other)), verbose=0), atol=1e-4)

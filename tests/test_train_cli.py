@@ -81,45 +81,6 @@ def test_run_directory_is_complete(tiny_run: Path):
     assert not (tiny_run / "backup").exists()  # BackupAndRestore cleans up after a finished run
 
 
-@pytest.mark.subprocess
-def test_exported_model_takes_raw_strings_and_names_its_outputs(tiny_run: Path):
-    import shutil
-
-    import tensorflow as tf
-
-    served = tf.saved_model.load(str(tiny_run / "export"))
-    out = served.serve(tf.constant(["great coffee, would buy again", "", "ok"]))
-    probs = out["scores"].numpy()
-    assert probs.shape == (3, 2)
-    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
-    names = json.loads((tiny_run / "metrics.json").read_text())["class_names"]
-    assert [c.decode() for c in out["classes"].numpy()[0]] == names
-    assert [c.decode() for c in out["predicted_class"].numpy()] == [names[i] for i in probs.argmax(-1)]
-
-    # What a real client sees (named outputs, not a bare output_0): TensorFlow's own saved_model_cli.
-    # Beside this interpreter first: `venv/bin/python -m pytest` works without an activated venv.
-    beside = Path(sys.executable).with_name("saved_model_cli")
-    cli = str(beside) if beside.is_file() else shutil.which("saved_model_cli")
-    assert cli, "saved_model_cli comes with the tensorflow package"
-    shown = subprocess.run(
-        [cli, "show", "--dir", str(tiny_run / "export"), "--tag_set", "serve", "--signature_def", "serve"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
-    assert "inputs['text']" in shown and "output_0" not in shown
-    for output in ("scores", "classes", "predicted_class"):
-        assert f"outputs['{output}']" in shown, shown
-    run = subprocess.run(
-        [cli, "run", "--dir", str(tiny_run / "export"), "--tag_set", "serve", "--signature_def", "serve"]
-        + ["--input_exprs", "text=['great coffee, would buy again']"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "predicted_class" in run.stdout and any(name in run.stdout for name in names), run.stderr[-2000:]
-
-
 def test_model_keras_leaves_the_optimizer_out_and_is_small(tiny_run: Path):
     import h5py
 

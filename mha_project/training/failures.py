@@ -21,8 +21,7 @@ STAGE_WORK = {
     "pretrained": "pretraining",
     "trained": "training",
     "tested": "testing",
-    "saved": "saving model.keras",
-    "exported": "exporting the SavedModel",
+    "saved": "saving the model",
     "finished": "writing metrics.json",
 }
 

@@ -20,12 +20,18 @@ from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import TextSplits, load_dataset
 from mha_project.data.vocabulary import run_vectorizer, save_vocabulary
 from mha_project.errors import ConfigError, UserError
-from mha_project.extending import BACKBONE_SOURCES, FIT_CALLBACKS, MODEL_READY, RESERVED_WORDS, STRATEGIES
+from mha_project.extending import (
+    BACKBONE_SOURCES,
+    FIT_CALLBACKS,
+    MODEL_READY,
+    RESERVED_WORDS,
+    SAVED_OUTPUTS,
+    STRATEGIES,
+)
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import build_classifier, model_summary
-from mha_project.run_dir import VOCAB_FILE
+from mha_project.run_dir import MODEL_FILE, VOCAB_FILE
 from mha_project.training.callbacks import BestWeights, ResumedEarlyStopping, tensorboard_callbacks
-from mha_project.training.export import export_inference_model
 from mha_project.training.failures import diverged_message
 from mha_project.training.fitting import (
     compile_classifier,
@@ -251,24 +257,14 @@ def test_once(run_dir: Path, record, model, inputs: Inputs) -> None:
         record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
 
 
-def save_and_export(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs) -> None:
-    """``model.keras``, then the raw-string SavedModel (``export=true``): one stage each."""
-    if not record.done("saved"):
-        save_model_atomic(model, run_dir / "model.keras")
-        record.finish_stage("saved")
-    if not record.done("exported"):
-        if not cfg.export:  # export=false: model.keras is the run's model, no SavedModel beside it
-            record.finish_stage("exported")
-            return
-        export_inference_model(
-            model,
-            inputs.vectorizer,
-            cfg.data.seq_len,
-            run_dir / "export",
-            cfg.data.truncation,
-            class_names=inputs.data.class_names,
-        )
-        record.finish_stage("exported")
+def save_outputs(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs) -> None:
+    """``model.keras``, then what the extras keep beside it (``export/``): the ``saved`` stage."""
+    if record.done("saved"):
+        return
+    save_model_atomic(model, run_dir / MODEL_FILE)
+    for write in SAVED_OUTPUTS:  # the extras' (mha_project/extending.py)
+        write(cfg, run_dir, model, inputs)
+    record.finish_stage("saved")
 
 
 def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs) -> None:

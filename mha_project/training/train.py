@@ -10,7 +10,7 @@ A run directory (Hydra's output dir) ends up holding:
     tensorboard/       scalars, attention, HParams               (EpochTensorBoard, AttentionLogger, hparams.py)
     model.keras        the trained classifier (token ids -> class probabilities)
     vocab.txt          the TextVectorization vocabulary
-    export/            SavedModel: raw strings -> class probabilities
+    export/            SavedModel: raw strings -> class probabilities (the export extra)
     attention.html     the interactive head view of the probe texts
     metrics.json       written last and atomically: its presence means the run finished
 """
@@ -92,9 +92,9 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
             if model is None:
                 return {}  # this process's part ended with the fit: it records nothing
 
-        # 5. The test, once, on the best epoch's weights; then model.keras, the SavedModel and the head view.
+        # 5. The test, once, on the best epoch's weights; then model.keras (an extra's SavedModel) and the head view.
         stages.test_once(run_dir, record, model, inputs)
-        stages.save_and_export(cfg, run_dir, record, model, inputs)
+        stages.save_outputs(cfg, run_dir, record, model, inputs)
         stages.write_probe_head_view(cfg, run_dir, model, inputs)
 
         # 6. metrics.json, written last: its presence means the run finished.

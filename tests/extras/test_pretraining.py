@@ -291,21 +291,6 @@ def test_pretrain_from_and_pretrain_mlm_together_are_refused(tmp_path):
         validate_config(compose_cfg("pretrain=mlm", f"pretrain.from_run={tmp_path}"))
 
 
-def test_unlabeled_texts_of_a_folder_dataset(tmp_path):
-    from mha_project.data.sources import TextFiles, concat_texts, load_unlabeled_texts
-
-    root = write_folder_dataset(tmp_path / "d")
-    (root / "train" / "unsup" / "1.TXT").write_text("more words")
-    texts = load_unlabeled_texts(compose_cfg("data=folder", f"data.path={root}").data)
-    assert isinstance(texts, TextFiles) and sorted(texts) == ["more words", "no label here"]
-    both = concat_texts(TextFiles([root / "train" / "neg" / "0_train.txt"]), texts)
-    assert isinstance(both, TextFiles) and len(both) == 3
-    (root / "train" / "unsup" / "0.txt").unlink()
-    (root / "train" / "unsup" / "1.TXT").unlink()
-    with pytest.raises(ConfigError, match="has no train/unsup"):
-        load_unlabeled_texts(compose_cfg("data=folder", f"data.path={root}").data)
-
-
 # ----------------------------------------------------------------------------------------------
 # End to end: tiny runs
 # ----------------------------------------------------------------------------------------------

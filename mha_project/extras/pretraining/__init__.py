@@ -18,10 +18,11 @@ from mha_project.extending import (
     IDENTITY_KEYS,
     NOT_IDENTITY,
     RESERVED_WORDS,
+    UNLABELED_TEXTS,
     config_check,
     keras_module,
 )
-from mha_project.extras.pretraining.settings import MASK_TOKEN, UNLABELED_DATASETS, uses_pretraining
+from mha_project.extras.pretraining.settings import MASK_TOKEN, uses_pretraining
 
 
 def reserved_words(cfg) -> list[str]:
@@ -61,10 +62,10 @@ def check_pretrain(cfg) -> None:
         raise ConfigError(
             f"pretrain.probe_texts has {bad!r}: each probe must be a sentence with [MASK] where a word goes"
         )
-    if pretrain.extra_unlabeled and cfg.data.name not in UNLABELED_DATASETS:
+    if pretrain.extra_unlabeled and cfg.data.name not in UNLABELED_TEXTS:
         raise ConfigError(
             f"pretrain.extra_unlabeled=true is invalid with data={cfg.data.name}: it has no unlabeled texts; "
-            "data=imdb (TFDS `unsupervised` split) and data=folder (train/unsup/) have"
+            f"these datasets have: {', '.join(UNLABELED_TEXTS) or 'none here'}"
         )
     if pretrain.extra_unlabeled and pretrain.objective == "none":
         raise ConfigError("pretrain.extra_unlabeled=true needs a pretraining stage: add pretrain=mlm")

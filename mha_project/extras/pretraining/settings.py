@@ -14,7 +14,6 @@ from mha_project.extending import settings
 
 MASK_TOKEN = "[MASK]"  # text never produces it: the default standardisation strips the brackets
 OBJECTIVES = ("none", "mlm", "electra")  # pretrain.objective
-UNLABELED_DATASETS = ("imdb", "folder")  # datasets with an unlabeled split (pretrain.extra_unlabeled)
 
 
 @dataclass

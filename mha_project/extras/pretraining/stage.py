@@ -13,9 +13,10 @@ from omegaconf import OmegaConf
 
 from mha_project.cli import plural
 from mha_project.data.pipeline import pipeline_from_cfg
-from mha_project.data.sources import concat_texts, load_unlabeled_texts
+from mha_project.data.sources import concat_texts, select_texts
 from mha_project.data.vocabulary import read_vocabulary
 from mha_project.errors import ConfigError, UserError, typed
+from mha_project.extending import UNLABELED_TEXTS
 from mha_project.extras.pretraining.fill_mask import fill_mask, perplexity
 from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.extras.pretraining.models import build_pretrainer
@@ -66,7 +67,9 @@ class PretrainedBackbone:
             if cfg.pretrain.objective != "none":
                 texts = inputs.data.train_texts  # the training split only: never validation or test
                 if cfg.pretrain.extra_unlabeled:
-                    unlabeled = load_unlabeled_texts(cfg.data)
+                    unlabeled = UNLABELED_TEXTS[cfg.data.name](cfg.data)  # a data source's (extending.py)
+                    if cfg.data.limit is not None:
+                        unlabeled = select_texts(unlabeled, range(min(cfg.data.limit, len(unlabeled))))
                     log.info(f"pretraining also on {len(unlabeled)} unlabeled texts")
                     texts = concat_texts(texts, unlabeled)
                 with strategy.scope():

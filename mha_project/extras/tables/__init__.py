@@ -2,9 +2,24 @@
 registered as a data source with the core, and its settings' check."""
 
 import os
+from dataclasses import dataclass
+from typing import Optional
 
+from omegaconf import MISSING
+
+from mha_project.config import checked
 from mha_project.errors import ConfigError
-from mha_project.extending import config_check, data_source
+from mha_project.extending import config_check, data_source, settings
+
+
+@settings("data")
+@dataclass
+class TableSettings:
+    path: Optional[str] = MISSING  # the table file (data=folder: its DIR)
+    test_path: Optional[str] = MISSING
+    test_fraction: Optional[float] = checked(lambda v: v is None or 0 < v < 1, "null or a number in (0, 1)")
+    text_column: str = MISSING
+    label_column: str = MISSING
 
 
 @data_source("table")

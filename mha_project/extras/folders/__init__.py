@@ -1,17 +1,61 @@
-"""The checks a folder dataset (``data=folder data.path=DIR``) must pass, before anything runs.
-
-Standard library only: ``mha_project.config`` runs them while validating a command line.
-"""
+"""``data=folder data.path=DIR``: a user's own texts in the aclImdb layout, DIR/train/<class>/*.txt and
+DIR/test/<class>/*.txt (``texts.py``), registered as a data source with the core, and the checks a folder must
+pass before anything runs (standard library only: they run while a command line is validated)."""
 
 from __future__ import annotations
 
 import functools
 import logging
 import os
+from dataclasses import dataclass
+from typing import Optional
+
+from omegaconf import MISSING
 
 from mha_project.errors import ConfigError
+from mha_project.extending import UNLABELED_TEXTS, config_check, data_source, settings
 
 log = logging.getLogger(__name__)
+
+
+@settings("data")
+@dataclass
+class PathSettings:
+    path: Optional[str] = MISSING  # data=folder: DIR; data=table: the file
+
+
+@data_source("folder")
+def load_folder(data_cfg, seed: int):
+    from mha_project.extras.folders.texts import load_folder_splits
+
+    return load_folder_splits(data_cfg)
+
+
+def unlabeled_folder(data_cfg):
+    from mha_project.extras.folders.texts import load_unlabeled
+
+    return load_unlabeled(data_cfg)
+
+
+UNLABELED_TEXTS["folder"] = unlabeled_folder  # DIR/train/unsup/*.txt (aclImdb has 50k there)
+
+
+@config_check
+def check_folder_config(cfg) -> None:
+    if cfg.data.name != "folder":
+        return
+    path = cfg.data.path
+    if not path:
+        raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
+    if not os.path.isdir(path):
+        raise ConfigError(f"data.path={path} does not exist or is not a directory")
+    missing = [s for s in ("train", "test") if not os.path.isdir(os.path.join(path, s))]
+    if missing:
+        raise ConfigError(
+            f"data.path={path} has no {' or '.join(s + '/' for s in missing)} folder: "
+            "expected DIR/train/<class>/*.txt and DIR/test/<class>/*.txt"
+        )
+    check_folder_dataset(path)
 
 
 def check_folder_dataset(path) -> list[str]:
