@@ -142,6 +142,15 @@ def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProce
     return subprocess.CompletedProcess([sys.executable, str(path), *args], code, out.getvalue(), err.getvalue())
 
 
+def assert_clean_failure(result, *needles) -> None:
+    """A command that failed as the entry points promise: a non-zero exit, no traceback, each needle said."""
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-2000:]
+    assert "Traceback" not in output, output[-3000:]
+    for needle in needles:
+        assert needle in output, output[-2000:]
+
+
 def kill_when(cmd: list, ready, env: dict, timeout: float = 240) -> None:
     """Start ``cmd``, SIGKILL it as soon as ``ready()`` is true (a run killed mid-training); fail if it
     ends first."""

@@ -7,7 +7,16 @@ from pathlib import Path
 import keras
 import pytest
 
-from conftest import OUT_OF_RANGE, QUIET, TINY, compose_cfg, run_script, train_tiny, write_folder_dataset
+from conftest import (
+    OUT_OF_RANGE,
+    QUIET,
+    TINY,
+    assert_clean_failure,
+    compose_cfg,
+    run_script,
+    train_tiny,
+    write_folder_dataset,
+)
 
 BAD_OVERRIDES = [
     *((override, override) for override in OUT_OF_RANGE),
@@ -31,14 +40,6 @@ BAD_OVERRIDES = [
     ("seq_len=100000 data.bucketing=false", "attention alone would need about"),
     ("model.position_encoding=rotary key_dim=7", "key_dim=7 is invalid with model.position_encoding=rotary"),
 ]
-
-
-def assert_clean_failure(result, *needles):
-    output = result.stdout + result.stderr
-    assert result.returncode != 0, output[-2000:]
-    assert "Traceback" not in output, output[-3000:]
-    for needle in needles:
-        assert needle in output, output[-2000:]
 
 
 @pytest.mark.parametrize("override,needle", BAD_OVERRIDES)

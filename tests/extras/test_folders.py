@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import compose_cfg, run_script, write_folder_dataset
+from conftest import assert_clean_failure, compose_cfg, run_script, write_folder_dataset
 from mha_project.data.pipeline import make_pipeline
 from mha_project.data.sources import concat_texts, load_dataset, text_dataset
 from mha_project.data.vocabulary import make_vectorizer
@@ -18,13 +18,6 @@ from mha_project.extras.folders.texts import TextFiles, index_text_files, load_u
 
 def data_cfg(name="folder", **kw):
     return compose_cfg(f"data={name}", *(f"data.{k}={v}" for k, v in kw.items())).data
-
-
-def assert_clean_failure(result, *needles):
-    output = result.stdout + result.stderr
-    assert result.returncode != 0 and "Traceback" not in output, output[-3000:]
-    for needle in needles:
-        assert needle in output, output[-2000:]
 
 
 def test_folder_dataset_ignores_unsup(tmp_path):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from conftest import compose_cfg, run_script
+from conftest import assert_clean_failure, compose_cfg, run_script
 from mha_project.data.pipeline import make_pipeline
 from mha_project.data.sources import ChainedTexts, concat_texts, load_dataset, text_dataset
 from mha_project.data.vocabulary import make_vectorizer
@@ -17,13 +17,6 @@ from mha_project.extras.tfds.texts import TfdsTexts, load_unlabeled
 
 def data_cfg(name, **kw):
     return compose_cfg(f"data={name}", *(f"data.{k}={v}" for k, v in kw.items())).data
-
-
-def assert_clean_failure(result, *needles):
-    output = result.stdout + result.stderr
-    assert result.returncode != 0 and "Traceback" not in output, output[-3000:]
-    for needle in needles:
-        assert needle in output, output[-2000:]
 
 
 @pytest.mark.parametrize("name,tfds_name,num_classes", [("imdb", "imdb_reviews", 2), ("ag_news", "ag_news_subset", 4)])
