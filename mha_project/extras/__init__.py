@@ -9,5 +9,6 @@ plugins": a namespace walked with ``pkgutil``), as entry points would name a fol
 import importlib
 import pkgutil
 
-for _extra in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_extra.name}")
+PRESENT = [extra.name for extra in pkgutil.iter_modules(__path__)]  # the extras' names: their folders
+for _name in PRESENT:
+    importlib.import_module(f"{__name__}.{_name}")
