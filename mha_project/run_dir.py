@@ -54,7 +54,7 @@ LOCK_FILE = ".lock"
 
 # What run.json's "format" says: the layout of a run directory and of the models in it that this version
 # writes and reads. Another format is refused in one line (no compatibility code before 1.0): train again.
-RUN_FORMAT = 4  # 4: the SavedModel is written within the "saved" stage (no "exported" stage)
+RUN_FORMAT = 4  # the stages of STAGES below; epochs count from 1 in history.csv and TensorBoard
 
 # The one TensorBoard run (under tensorboard/) that the analysis tools (inspect, head patterns, head
 # importance) write into: each tool's tags have their own prefix, and one run per tool would crowd
