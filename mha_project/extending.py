@@ -69,7 +69,7 @@ RELATION_LINKS: list[Callable] = []
 KERAS_MODULES: list[str] = []
 # Each returns Keras callbacks for the classifier's fit: factory(cfg, job) -> list[keras.callbacks.Callback].
 FIT_CALLBACKS: list[Callable] = []
-# Each writes what a run keeps beside model.keras from its trained model (the SavedModel, the head view page),
+# Each writes what a run keeps beside model.keras from its trained model (the SavedModel),
 # within the run's "saved" stage: write(cfg, run_dir, model, inputs), ``inputs`` the run's data and vocabulary.
 SAVED_OUTPUTS: list[Callable] = []
 # Names an extra writes in a run directory: overwrite=true removes them with the core's (run_dir.RUN_FILES).

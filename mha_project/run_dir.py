@@ -284,7 +284,7 @@ def _foreign_files(path: Path, limit: int = 3) -> list[str]:
 
 def _clear(path: Path) -> None:
     """Remove a replaced run's files (never the lock we hold, nor the Hydra log of this process)."""
-    for name in (*RUN_FILES, *extending.RUN_FILES, "head_importance", "head_patterns", "inspect", FAILURE_FILE):
+    for name in (*RUN_FILES, *extending.RUN_FILES, "inspect", FAILURE_FILE):
         target = path / name
         if target.is_dir():
             shutil.rmtree(target)

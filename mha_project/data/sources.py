@@ -21,6 +21,12 @@ from mha_project.errors import ConfigError
 from mha_project.extending import DATA_SOURCES
 
 
+def transcode(raw):
+    """Bytes -> valid UTF-8, invalid bytes replaced: tf.data's version of Python's decode(errors="replace"), for
+    the sources that read texts from disk inside tf.data."""
+    return tf.strings.unicode_transcode(raw, "UTF-8", "UTF-8", errors="replace")
+
+
 class ChainedTexts(Sequence):
     """Several text sources one after the other (training + unlabeled texts for pretraining), each
     still streamed by ``text_dataset``."""

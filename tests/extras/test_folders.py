@@ -49,11 +49,11 @@ def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_onl
     records = []
     warned = logging.Handler()
     warned.emit = records.append
-    logging.getLogger("mha_project.extras.folders").addHandler(warned)
+    logging.getLogger("mha_project.extras.folders.layout").addHandler(warned)
     try:
         d = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.25), seed=0)
     finally:
-        logging.getLogger("mha_project.extras.folders").removeHandler(warned)
+        logging.getLogger("mha_project.extras.folders.layout").removeHandler(warned)
     assert d.class_names == ["neg", "pos"]
     assert len(d.train_texts) + len(d.val_texts) == 13  # 6 + 6 + LOUD.TXT
     assert ["test/mid has no train/ twin and is ignored" in r.getMessage() for r in records] == [True]  # a warning

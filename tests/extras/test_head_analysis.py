@@ -256,3 +256,14 @@ def test_head_importance_refuses_a_file_as_its_out_folder(tiny_run, tmp_path):
     result = run_script("head_importance.py", str(tiny_run), "--out", str(a_file))
     assert result.returncode == 2 and "is a file: --out takes a folder" in result.stderr
     assert "Traceback" not in result.stderr and a_file.read_text() == "x"
+
+
+def test_a_replaced_run_loses_the_tools_output_folders_and_keeps_a_users_file(tmp_path):
+    from mha_project.run_dir import _clear
+
+    for name in ("head_patterns", "head_importance"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "patterns.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("mine")
+    _clear(tmp_path)  # what overwrite=true does to a directory whose run.json says it is a run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

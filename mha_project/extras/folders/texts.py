@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from mha_project.data.sources import transcode
 from mha_project.errors import ConfigError
-from mha_project.extras.folders import check_folder_dataset
+from mha_project.extras.folders.layout import check_folder_dataset
 
 
 class TextFiles(Sequence):
@@ -38,7 +39,7 @@ class TextFiles(Sequence):
     def dataset(self):
         # Python's decode(errors="replace") for the texts read in Python; the same here.
         return tf.data.Dataset.from_tensor_slices(self.paths).map(
-            lambda path: tf.strings.unicode_transcode(tf.io.read_file(path), "UTF-8", "UTF-8", errors="replace"),
+            lambda path: transcode(tf.io.read_file(path)),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )

@@ -3,7 +3,7 @@ label per head, and on rule-built data the head that follows each relation) and 
 (``scripts/head_importance.py``: accuracy with each head masked out). Registers the command a finished run
 suggests next."""
 
-from mha_project.extending import NEXT_STEPS
+from mha_project.extending import NEXT_STEPS, RUN_FILES
 
 
 def head_patterns_step(where: str, attention: bool) -> list[str]:
@@ -11,3 +11,4 @@ def head_patterns_step(where: str, attention: bool) -> list[str]:
 
 
 NEXT_STEPS.append(head_patterns_step)
+RUN_FILES.extend(["head_patterns", "head_importance"])  # the tools' default output folders

@@ -17,7 +17,7 @@ class ExportSettings:
 
 
 def write_savedmodel(cfg, run_dir, model, inputs) -> None:
-    if not cfg.get("export"):
+    if not cfg.export:
         return
     from mha_project.extras.savedmodel.export import export_inference_model
 

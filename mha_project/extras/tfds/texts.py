@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from mha_project.data.sources import transcode
 from mha_project.errors import ConfigError
 from mha_project.quiet import loggers_at
 
@@ -22,11 +23,6 @@ OFFLINE_OPTIONS = (
     "offline options: data=fine_foods (built in), data=folder data.path=DIR "
     "(DIR/train/<class>/*.txt, DIR/test/<class>/*.txt), or data.data_dir=DIR holding a prepared TFDS copy"
 )
-
-
-def transcode(raw):
-    """Bytes -> valid UTF-8, invalid bytes replaced: tf.data's version of Python's decode(errors="replace")."""
-    return tf.strings.unicode_transcode(raw, "UTF-8", "UTF-8", errors="replace")
 
 
 class TfdsTexts(Sequence):
