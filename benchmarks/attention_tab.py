@@ -27,7 +27,7 @@ import numpy as np
 def write_run(logdir: Path, epochs: int, tokens: int, probes: int = 3, layers: int = 2, heads: int = 4) -> None:
     import tensorflow as tf
 
-    from mha_project.attention.head_view_summary import write_head_view_summary
+    from mha_project.extras.head_view.summary import write_head_view_summary
 
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(tokens)]

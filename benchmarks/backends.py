@@ -28,7 +28,7 @@ BACKENDS = ("tensorflow", "jax")
 
 def train(backend: str, run_dir: Path, overrides: list[str]) -> float:
     command = [sys.executable, str(ROOT / "scripts" / "train.py"), "epochs=3", "trainer.early_stopping_patience=5"]
-    command += ["logger.attention.every_n_epochs=0", "logger.attention.html=false", *overrides]
+    command += ["logger.attention.every_n_epochs=0", "head_view.html=false", *overrides]
     command.append(f"hydra.run.dir={run_dir}")
     env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -32,7 +32,7 @@ def sweep(sweep_dir: Path, storage: str, trials: int, *overrides: str) -> subpro
         f"hydra.sweeper.storage={storage}",
         f"hydra.sweeper.n_trials={trials}",
         "logger.attention.every_n_epochs=0",
-        "logger.attention.html=false",
+        "head_view.html=false",
         "export=false",
         *overrides,
     ]

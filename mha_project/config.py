@@ -131,7 +131,6 @@ class AttentionLogConfig:
     num_probes: int = checked(lambda v: is_int(v) and v >= 0, "an integer >= 0")
     probe_texts: List[str] = MISSING
     max_tokens: int = checked(positive_int, "an integer >= 1")
-    html: bool = MISSING
 
 
 @dataclass
@@ -220,7 +219,7 @@ def field_checks(node, prefix: str = "") -> list[tuple]:
 
 
 def setting_names(node=None, prefix: str = "") -> list[str]:
-    """Every dotted key a command line may set (``heads``, ``model.num_heads``, ``logger.attention.html``)."""
+    """Every dotted key a command line may set (``heads``, ``model.num_heads``, ``logger.attention.max_tokens``)."""
     import dataclasses
 
     out = []

@@ -69,7 +69,11 @@ RELATION_LINKS: list[Callable] = []
 KERAS_MODULES: list[str] = []
 # Each returns Keras callbacks for the classifier's fit: factory(cfg, job) -> list[keras.callbacks.Callback].
 FIT_CALLBACKS: list[Callable] = []
-# Each writes what a run keeps beside model.keras from its trained model (the SavedModel),
+# Each writes more TensorBoard records of the probes' attention, inside the attention writer at a step (the
+# Attention tab's): write(texts, tokens, scores, captions, run_label, step), ``scores`` one (probes, heads, n, n)
+# array per layer, ``captions`` the predictions ("" for a masked LM).
+ATTENTION_RECORDS: list[Callable] = []
+# Each writes what a run keeps beside model.keras from its trained model (the SavedModel, the head view page),
 # within the run's "saved" stage: write(cfg, run_dir, model, inputs), ``inputs`` the run's data and vocabulary.
 SAVED_OUTPUTS: list[Callable] = []
 # Names an extra writes in a run directory: overwrite=true removes them with the core's (run_dir.RUN_FILES).
@@ -79,8 +83,8 @@ RUN_FILES: list[str] = []
 RUN_END: list[Callable] = []
 # Each runs when a sweep starts, before its first job: sweep_start(config), Hydra's node inside it.
 SWEEP_START: list[Callable] = []
-# Each adds commands to what a finished run suggests next: next_steps(where, attention) -> list[str], ``where``
-# the run dir quoted for a shell, ``attention`` whether its model has attention to inspect.
+# Each adds commands to what a finished run suggests next: next_steps(run_dir, attention) -> list[str],
+# ``attention`` whether its model has attention to inspect.
 NEXT_STEPS: list[Callable] = []
 # Each adds a command to what a finished sweep suggests next: sweep_next_step(where) -> str.
 SWEEP_NEXT_STEPS: list[Callable] = []

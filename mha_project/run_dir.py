@@ -74,7 +74,6 @@ STAGES = ("started", "pretrained", "trained", "tested", "saved", "finished")
 
 # Files a run writes: what overwrite=true removes from a directory whose run.json says it is a run.
 RUN_FILES = (
-    "attention.html",
     "model_summary.txt",
     "metrics.json",
     MODEL_FILE,

@@ -46,22 +46,29 @@ def main() -> None:
             check_run_dir(args.compare, needs_attention=True)
         import_tensorflow_quietly()
         from mha_project.analysis.inspection import inspect_text
+        from mha_project.analysis.runs import load_run
 
+        run = load_run(args.run_dir, needs_attention=True)
         result = inspect_text(
-            args.run_dir,
+            run,
             args.text,
             out=args.out,
             top_k=args.top,
             max_tokens=args.max_tokens,
-            html=args.html,
             scale=args.scale,
             view=args.view,
             heads=args.heads,
         )
-        if args.compare:
-            from mha_project.analysis.run_view import compare
+        if args.html:  # the head_view extra's page: this run, or this run and RUN2 side by side
+            from mha_project.extras.head_view.notebook import compare, show
 
-            compare(args.run_dir, args.compare, args.text).save(args.html)  # replaces the one-run view
+            view = compare(run, args.compare, args.text) if args.compare else show(run, args.text, args.text[:80])
+            try:
+                view.save(args.html)
+            except OSError as err:
+                raise UserError(
+                    f"cannot write {args.html} ({err.strerror or err}); pass --html with a writable path"
+                ) from None
     except UserError as err:
         fail(str(err))
     if result["notice"]:
@@ -78,8 +85,8 @@ def main() -> None:
         entropy = row["normalized_entropy"]
         print(f"layer {row['layer']} head {row['head']} (row entropy {entropy:.2f}) receives most: {listed}")
     print(f"picture: {result['png']}")
-    if result["html"]:
-        print(f"head view: {result['html']} (open it in a browser; works offline)")
+    if args.html:
+        print(f"head view: {args.html} (open it in a browser; works offline)")
 
 
 if __name__ == "__main__":

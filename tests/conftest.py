@@ -26,10 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # embed 16, 160 examples per split, 1 epoch), the same definition people use with `debug=tiny`.
 TINY = ["debug=tiny"]
 # The lean profile, for a test that needs none of these artefacts: no attention images, no head view, no SavedModel.
-# (export=false only where the savedmodel extra is present: the core's tests pass without it.)
-QUIET = ["logger.attention.every_n_epochs=0", "logger.attention.html=false"] + (
-    ["export=false"] if "savedmodel" in mha_project.extras.PRESENT else []
-)
+# (an extra's key only where that extra is present: the core's tests pass without it.)
+QUIET = ["logger.attention.every_n_epochs=0"] + [
+    override
+    for extra, override in (("head_view", "head_view.html=false"), ("savedmodel", "export=false"))
+    if extra in mha_project.extras.PRESENT
+]
 TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
 
 

@@ -1,4 +1,4 @@
-// What a person does with a head view (mha_project/attention/head_view.js), step by step, recording what each
+// What a person does with a head view (mha_project/extras/head_view/head_view.js), step by step, recording what each
 // step drew. The tests run it inside the page with Playwright (page.evaluate), so the product script carries
 // no test hook: it reads only what the page shows (the chips, the tokens, the canvases and their line counts;
 // window.canvasChecksum is the tests' own, tests/conftest.py).

@@ -437,8 +437,8 @@ def test_next_steps_quote_paths_that_need_it_and_fit_the_run(tmp_path):
     from mha_project.training.reporting import next_steps
 
     odd = tmp_path / 'my runs <1> "x"'
-    steps = next_steps(odd, head_view=True).splitlines()[1:]
+    steps = next_steps(odd).splitlines()[1:]
     assert steps[0].strip() == f"python scripts/evaluate.py {shlex.quote(str(odd))}"
     assert shlex.split(steps[0])[-1] == str(odd)  # a shell reads the path back whole
-    bag = next_steps(tmp_path / "bag", head_view=False, attention=False)
+    bag = next_steps(tmp_path / "bag", attention=False)
     assert "inspect_attention.py" not in bag and "head_patterns.py" not in bag and "attention.html" not in bag

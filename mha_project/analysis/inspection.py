@@ -9,13 +9,13 @@ import numpy as np
 import tensorflow as tf
 
 from mha_project.analysis.runs import load_run
-from mha_project.attention.head_view import write_head_view
 from mha_project.attention.plots import FIGURE_FORMATS, SCALES, attention_grid, attention_lines, save_figure_as
 from mha_project.attention.scores import normalized_entropy, scores_for_texts
 from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
+from mha_project.model.backbone import encoder_blocks
 from mha_project.run_dir import ANALYSIS_TB
 
 VIEWS = ("heatmap", "lines")  # inspect_attention.py --view
@@ -27,14 +27,14 @@ def inspect_text(
     out: str | None = None,
     top_k: int = 3,
     max_tokens: int = 24,
-    html: str | None = None,
     scale: str = "shared",
     view: str = "heatmap",
     heads: str = "all",
 ) -> dict:
-    """One sentence through a run: the prediction, each head's most attended tokens, a picture (``view``:
-    ``heatmap``, the layers x heads grid of weights; ``lines``, the head view's lines, ``heads`` ``all`` or
-    ``L:H,L:H``; PNG, SVG or PDF by ``out``'s extension) and the same images in TensorBoard."""
+    """One sentence through a run (a run directory or a loaded ``Run``): the prediction, each head's most
+    attended tokens, a picture (``view``: ``heatmap``, the layers x heads grid of weights; ``lines``, the head
+    view's lines, ``heads`` ``all`` or ``L:H,L:H``; PNG, SVG or PDF by ``out``'s extension) and the same images in
+    TensorBoard."""
     if view not in VIEWS:
         raise UserError(f"--view={view} is invalid: must be one of {', '.join(VIEWS)}")
     if scale not in SCALES:
@@ -45,7 +45,15 @@ def inspect_text(
         raise UserError(f"--top={top_k} is invalid: must be an integer >= 1")
     if not text or not text.strip():
         raise UserError('text is empty: give the sentence to inspect, e.g. "a lovely, fresh coffee"')
-    run = load_run(run_dir, needs_attention=True)
+    run = load_run(run_dir, needs_attention=True) if isinstance(run_dir, (str, Path)) else run_dir
+    # The arguments that depend on the run, answered before any attention is computed.
+    per_layer = [block.attention.num_heads for block in encoder_blocks(run.model)]
+    chosen = _chosen_heads(heads, per_layer) if view == "lines" else None
+    out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
+    if out and out_path.is_dir():  # --out DIR: the default file name inside it
+        out_path = out_path / f"attention_{_slug(text)}.png"
+    if out_path.suffix.lower().lstrip(".") not in FIGURE_FORMATS:
+        raise UserError(f"--out={out_path} is invalid: the extension must be one of .png, .svg, .pdf")
 
     notice = _truncation_notice(run, text)
     if len(encode([text], run.vectorizer, run.seq_len, run.truncation)[0]) == 0:
@@ -58,20 +66,12 @@ def inspect_text(
 
     top = _most_attended(scores, tokens, real, top_k)
 
-    out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
-    if out and out_path.is_dir():  # --out DIR: the default file name inside it
-        out_path = out_path / f"attention_{_slug(text)}.png"
-    if out_path.suffix.lower().lstrip(".") not in FIGURE_FORMATS:
-        raise UserError(f"--out={out_path} is invalid: the extension must be one of .png, .svg, .pdf")
     caption = f"{text[:80]} → {run.class_names[predicted]} ({probs[predicted]:.2f})"
-    fig = _picture([s[0] for s in scores], tokens, caption, view, heads, max_tokens, scale)
+    fig = _picture([s[0] for s in scores], tokens, caption, view, chosen, max_tokens, scale)
     try:
         save_figure_as(fig, out_path)
     except OSError as err:  # a read-only run dir, a file where the folder should be, a full disk
         raise UserError(f"cannot write {out_path} ({err.strerror or err}); pass --out with a writable path") from None
-
-    if html:
-        _write_html(run, text, html)
 
     writer = tf.summary.create_file_writer(str(run.path / "tensorboard" / ANALYSIS_TB))
     write_attention_summaries(
@@ -96,24 +96,14 @@ def inspect_text(
         "uniform": 1.0 / len(tokens),  # the weight every token gets from a head that attends evenly
         "top": top,
         "png": str(out_path),
-        "html": str(html) if html else None,
         "notice": notice,
     }
 
 
-def _write_html(run, text: str, html: str) -> None:
-    try:
-        write_head_view(
-            html, run.model, run.vectorizer, [text], run.seq_len, run.class_names, text[:80], run.truncation
-        )
-    except OSError as err:
-        raise UserError(f"cannot write {html} ({err.strerror or err}); pass --html with a writable path") from None
-
-
-def _picture(scores, tokens, caption: str, view: str, heads: str, max_tokens: int, scale: str):
-    """``--view lines``: the head view's lines for the chosen heads; ``heatmap``: the layers x heads grid."""
+def _picture(scores, tokens, caption: str, view: str, chosen, max_tokens: int, scale: str):
+    """``--view lines``: the head view's lines for the ``chosen`` heads (None: all); ``heatmap``: the grid."""
     if view == "lines":
-        return attention_lines(scores, tokens, _chosen_heads(heads, [s.shape[0] for s in scores]), caption)
+        return attention_lines(scores, tokens, chosen, caption)
     return attention_grid(scores, tokens, caption, max_tokens, scale=scale)
 
 

@@ -1,10 +1,17 @@
-"""What training records of attention and the tools and TensorBoard read back: scores from a built model
-(``scores``, with the seed's formulas as a reference), the interactive head view (``head_view`` and its
-page, script and style), the heatmaps (``plots``), and the TensorBoard summaries (``summaries``,
-``head_view_summary``). Below ``training/``, ``analysis/`` and ``extras/tensorboard_tab/``, which all use it.
+"""What training records of attention and the tools read back: scores from a built model (``scores``, with the
+seed's formulas as a reference), the heatmaps and the head view's lines (``plots``), and the TensorBoard
+summaries (``summaries``). Below ``training/`` and ``analysis/``, which use it.
 
-Importing this package is cheap (no TensorFlow).
+Importing this package is cheap (no TensorFlow): the one-byte weights below are also what the extras' pages
+draw, in processes that never load TensorFlow (TensorBoard's).
 """
 
-# The TensorBoard plugin that owns the head-view summaries (extras/tensorboard_tab serves them).
-PLUGIN_NAME = "mha_attention"
+import numpy as np
+
+MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the head view's all-queries view
+
+
+def quantize(scores) -> np.ndarray:
+    """Weights in [0, 1] -> uint8 ``round(sqrt(w) * 255)`` (small weights keep their precision): how attention is
+    stored for the head view's pictures and pages."""
+    return np.round(np.sqrt(np.clip(np.asarray(scores, "float64"), 0.0, 1.0)) * 255).astype("uint8")

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from mha_project.atomic import write_bytes_atomic
+from mha_project.attention import MIN_WEIGHT, quantize
 
 plt.switch_backend("Agg")  # files only, never a window
 
@@ -113,8 +114,6 @@ def attention_lines(scores_per_layer: list[np.ndarray], tokens: list[str], heads
     quantisation, no line below ``MIN_WEIGHT``, opacity in ten steps of the weight (``head_view.js``).
     ``heads``: a list of ``(layer, head)``; None: every head, a layers x heads grid. One panel is about a
     journal column wide."""
-    from mha_project.attention.head_view import MIN_WEIGHT, quantize
-
     layers = [np.asarray(s) for s in scores_per_layer]
     heads = [(l, h) for l in range(len(layers)) for h in range(layers[l].shape[0])] if heads is None else list(heads)
     columns = len({h for _, h in heads}) if len({l for l, _ in heads}) > 1 else min(len(heads), 4)

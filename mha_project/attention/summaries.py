@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from mha_project.attention.head_view import class_name, prediction_caption
-from mha_project.attention.head_view_summary import write_head_view_summary
 from mha_project.attention.plots import attention_grid, figure_to_png
 from mha_project.attention.scores import attention_entropy, normalized_entropy, scores_for_texts
 from mha_project.data.pipeline import model_inputs
+from mha_project.extending import ATTENTION_RECORDS
 
 
 def write_attention_summaries(
@@ -29,13 +28,13 @@ def write_attention_summaries(
     max_tokens: int = 24,
     prefix: str = "",
     classify: bool = True,
-    head_view_label: str | None = None,
+    run_label: str | None = None,
 ) -> list:
     """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores.
 
     ``classify=False`` (a masked language model): attention only, no predicted class per probe.
-    ``head_view_label`` (not None): also the head-view summaries of TensorBoard's Attention tab, the run
-    listed there under that label.
+    ``run_label`` (not None): also the extras' records of the probes (``ATTENTION_RECORDS``: TensorBoard's
+    Attention tab), the run listed under that label.
     """
     scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
     probs = model.predict(model_inputs(model, texts, vectorizer, seq_len, truncation), verbose=0) if classify else None
@@ -66,13 +65,26 @@ def write_attention_summaries(
                 f"**text:** {text}  \n{truth}**predicted:** {class_name(predicted, class_names)} "
                 f"(p={probs[k][predicted]:.3f})",
             )
-        for k, text in enumerate(texts if head_view_label is not None else []):
-            label = None if labels is None else labels[k]
-            caption = prediction_caption(probs[k], class_names, label) if classify else ""
-            layers = [layer_scores[k] for layer_scores in scores]
-            write_head_view_summary(k, text, tokens[k], layers, caption, head_view_label, step)
+        if run_label is not None and ATTENTION_RECORDS:
+            captions = [
+                prediction_caption(probs[k], class_names, None if labels is None else labels[k]) if classify else ""
+                for k in range(len(texts))
+            ]
+            for write in ATTENTION_RECORDS:  # the extras' (mha_project/extending.py)
+                write(texts, tokens, scores, captions, run_label, step)
     writer.flush()
     return scores
+
+
+def prediction_caption(probs, class_names=None, label=None) -> str:
+    """``predicted great (p=0.91) · true label other``: a text's caption in the head view and its tab."""
+    predicted = int(np.argmax(probs))
+    caption = f"predicted {class_name(predicted, class_names)} (p={probs[predicted]:.2f})"
+    return caption if label is None else caption + f" · true label {class_name(int(label), class_names)}"
+
+
+def class_name(index: int, class_names) -> str:
+    return class_names[index] if class_names else str(index)
 
 
 def _stack(images):

@@ -47,7 +47,7 @@ def tensorboard_callbacks(
 ) -> list:
     """What a fit logs to TensorBoard (``logger.*``), for the classifier and the pretraining stage alike:
     Keras's scalars every epoch and, every ``logger.attention.every_n_epochs``, the ``probes``' attention
-    (images, entropies and the Attention tab's head view under ``label``)."""
+    (images, entropies, and the extras' records of them under ``label``)."""
     if not logger_cfg.tensorboard:
         return []
     callbacks = [EpochTensorBoard(log_dir, update_freq="epoch", profile_batch=profile_batches)]
@@ -65,7 +65,7 @@ def tensorboard_callbacks(
                 max_tokens=attention.max_tokens,
                 classify=classify,
                 truncation=truncation,
-                head_view_label=label,
+                run_label=label,
                 log_initial=log_initial,
             )
         )
@@ -96,12 +96,12 @@ class AttentionLogger(keras.callbacks.Callback):
         max_tokens: int = 24,
         classify: bool = True,
         truncation: str = "head",
-        head_view_label: str | None = None,
+        run_label: str | None = None,
         log_initial: bool = False,
     ):
         super().__init__()
         self.log_initial = log_initial
-        self.head_view_label = head_view_label  # not None: also TensorBoard's Attention tab, under this label
+        self.run_label = run_label  # not None: also the extras' records (the Attention tab), under this label
 
         self.classify = classify
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
@@ -140,7 +140,7 @@ class AttentionLogger(keras.callbacks.Callback):
             class_names=self.class_names,
             max_tokens=self.max_tokens,
             classify=self.classify,
-            head_view_label=self.head_view_label,
+            run_label=self.run_label,
         )
 
 

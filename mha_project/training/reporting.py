@@ -27,17 +27,15 @@ def point_latest_at(run_dir: Path, in_sweep: bool = False) -> None:
     write_text_atomic(latest, latest_text(run_dir.resolve()))  # a reader sees the old name or the new one
 
 
-def next_steps(run_dir: Path, head_view: bool, attention: bool = True) -> str:
+def next_steps(run_dir: Path, attention: bool = True) -> str:
     """What a learner can do with the finished run, with its real path (quoted for a shell where needed);
     the attention tools only for a model that has attention."""
     where = shlex.quote(str(run_dir))
     lines = [f"python scripts/evaluate.py {where}"]
     if attention:
         lines.append(f'python scripts/inspect_attention.py {where} "a sentence of your own"')
-    lines += [line for next_step in NEXT_STEPS for line in next_step(where, attention)]  # the extras'
+    lines += [line for next_step in NEXT_STEPS for line in next_step(run_dir, attention)]  # the extras'
     lines.append(f"tensorboard --logdir {where}")
-    if head_view:
-        lines.append(f"open {shlex.quote(str(run_dir / 'attention.html'))} in a browser: the interactive head view")
     return "next:\n  " + "\n  ".join(lines)
 
 

@@ -15,7 +15,6 @@ import tensorflow as tf
 from omegaconf import DictConfig
 
 from mha_project.atomic import write_text_atomic
-from mha_project.attention.head_view import write_head_view
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import TextSplits, load_dataset
 from mha_project.data.vocabulary import run_vectorizer, save_vocabulary
@@ -265,24 +264,6 @@ def save_outputs(cfg: DictConfig, run_dir: Path, record, model, inputs: Inputs) 
     for write in SAVED_OUTPUTS:  # the extras' (mha_project/extending.py)
         write(cfg, run_dir, model, inputs)
     record.finish_stage("saved")
-
-
-def write_probe_head_view(cfg: DictConfig, run_dir: Path, model, inputs: Inputs) -> None:
-    """``attention.html``: the interactive head view of the probes (``mha_project/attention/head_view.py``)."""
-    probes, labels = probes_of(cfg, inputs.data)
-    if not (cfg.logger.attention.html and probes and encoder_blocks(model)):
-        return
-    write_head_view(
-        run_dir / "attention.html",
-        model,
-        inputs.vectorizer,
-        probes,
-        cfg.data.seq_len,
-        inputs.data.class_names,
-        truncation=cfg.data.truncation,
-        labels=labels,
-        title=f"{run_dir.name}: {cfg.model.num_layers} layer(s) x {cfg.model.num_heads} heads, {inputs.data.name}",
-    )
 
 
 def collect_metrics(cfg: DictConfig, record, model, data: TextSplits) -> dict:

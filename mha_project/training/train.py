@@ -11,7 +11,7 @@ A run directory (Hydra's output dir) ends up holding:
     model.keras        the trained classifier (token ids -> class probabilities)
     vocab.txt          the TextVectorization vocabulary
     export/            SavedModel: raw strings -> class probabilities (the export extra)
-    attention.html     the interactive head view of the probe texts
+    attention.html     the interactive head view of the probe texts (the head_view extra)
     metrics.json       written last and atomically: its presence means the run finished
 """
 
@@ -92,10 +92,9 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
             if model is None:
                 return {}  # this process's part ended with the fit: it records nothing
 
-        # 5. The test, once, on the best epoch's weights; then model.keras (an extra's SavedModel) and the head view.
+        # 5. The test, once, on the best epoch's weights; then model.keras and the extras' files beside it.
         stages.test_once(run_dir, record, model, inputs)
         stages.save_outputs(cfg, run_dir, record, model, inputs)
-        stages.write_probe_head_view(cfg, run_dir, model, inputs)
 
         # 6. metrics.json, written last: its presence means the run finished.
         metrics = stages.collect_metrics(cfg, record, model, inputs.data)
@@ -104,7 +103,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
         write_json_atomic(run_dir / "metrics.json", metrics)
         record.finish_stage("finished")
     point_latest_at(run_dir, job.in_sweep)
-    log.info(next_steps(run_dir, head_view=(run_dir / "attention.html").exists(), attention=has_attention(cfg)))
+    log.info(next_steps(run_dir, attention=has_attention(cfg)))
     log_result(run_dir, metrics, overfit_hint=cfg.logger.overfit_hint)
     return metrics
 

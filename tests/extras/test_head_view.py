@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import drive_head_view, run_script
-from mha_project.attention.head_view import asset, decode_weights, encode_weights, head_view_html
+from mha_project.extras.head_view.page import asset, decode_weights, encode_weights, head_view_html
 
 
 def synthetic(n_tokens: int, heads: int = 4, layers: int = 2, seed: int = 0, texts: int = 1) -> list[dict]:
@@ -170,7 +170,7 @@ def _mha_attention(tokens: int = 6, heads: int = 3):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_render_draws_any_keras_models_attention_and_shows_itself_in_a_notebook(tmp_path, page):
-    from mha_project.attention.head_view import render
+    from mha_project.extras.head_view.page import render
 
     scores = _mha_attention()
     tokens = ["the", "tea", "was", "not", "bad", "."]
@@ -207,7 +207,7 @@ def test_render_draws_any_keras_models_attention_and_shows_itself_in_a_notebook(
     ],
 )
 def test_render_refuses_what_is_no_attention_in_one_line(tokens, attention, shown):
-    from mha_project.attention.head_view import render
+    from mha_project.extras.head_view.page import render
 
     with pytest.raises(ValueError) as err:
         render(tokens, attention)
@@ -215,7 +215,7 @@ def test_render_refuses_what_is_no_attention_in_one_line(tokens, attention, show
 
 
 def test_the_lines_figure_labels_every_token_and_a_stronger_weight_draws_a_more_opaque_line(tmp_path):
-    from mha_project.attention.head_view import MIN_WEIGHT
+    from mha_project.attention import MIN_WEIGHT
     from mha_project.attention.plots import attention_lines, save_figure_as
 
     weights = np.array([[[0.7, 0.2, 0.1], [0.05, 0.9, 0.05], [0.3, 0.3, 0.4]]])
@@ -285,8 +285,8 @@ def test_the_model_view_shows_every_layer_and_head_and_a_click_opens_one(tmp_pat
 @pytest.mark.browser
 @pytest.mark.slow
 def test_compare_puts_two_runs_side_by_side_each_with_its_own_heads(tiny_run: Path, tmp_path, page):
-    from mha_project.analysis.run_view import compare
     from mha_project.analysis.runs import load_run
+    from mha_project.extras.head_view.notebook import compare
 
     run = load_run(tiny_run)
     view = compare(run, run, "great coffee", right_texts=["stale tea", "awful"], titles=("left run", "right </script>"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-from importlib import resources
 
 from tensorboard import plugin_util
 from tensorboard.backend import http_util
@@ -17,9 +16,9 @@ from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from mha_project.attention.head_view import MIN_WEIGHT, asset
-from mha_project.attention.head_view_summary import CAPTION, WEIGHTS
-from mha_project.extras.tensorboard_tab import PLUGIN_NAME
+from mha_project.attention import MIN_WEIGHT
+from mha_project.extras.head_view import PLUGIN_NAME, asset
+from mha_project.extras.head_view.summary import CAPTION, WEIGHTS
 
 
 class AttentionPlugin(base_plugin.TBPlugin):
@@ -41,7 +40,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _serve_js(self, request):
         # The head view's script, its style and minimum weight, then the tab's own part (runs, epochs).
         constants = f"const HEAD_VIEW_CSS = {json.dumps(asset('head_view.css'))};\nconst MIN_WEIGHT = {MIN_WEIGHT};\n"
-        tab = resources.files(__package__).joinpath("tensorboard_tab.js").read_text(encoding="utf-8")
+        tab = asset("tensorboard_tab.js")
         body = asset("head_view.js") + constants + tab
         return http_util.Respond(request, body, "application/javascript")
 

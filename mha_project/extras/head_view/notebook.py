@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mha_project.analysis.runs import load_run
-from mha_project.attention.head_view import HeadView, compare_html, head_view_html, head_view_items, render
 from mha_project.errors import UserError
+from mha_project.extras.head_view.page import HeadView, compare_html, head_view_html, head_view_items, render
 
 __all__ = ["show", "compare", "render", "HeadView"]
 

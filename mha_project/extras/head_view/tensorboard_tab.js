@@ -1,4 +1,4 @@
-// TensorBoard's Attention tab (mha_project/extras/tensorboard_tab/plugin.py serves this after head_view.js):
+// TensorBoard's Attention tab (mha_project/extras/head_view/plugin.py serves this after head_view.js):
 // a run list (by the runs' labels: their swept values) and an epoch slider around the same head view.
 // It opens on the run that logged last, at its last epoch; step 0 is the weights before training.
 // "compare" puts a second one beside it: one run against itself shows before training against the last epoch,

@@ -1,7 +1,7 @@
 """An interactive attention head view: one self-contained HTML file (inline CSS and JS, no network).
 
 The page is ``head_view.html`` next to this module, with ``head_view.js`` and ``head_view.css`` inlined: the
-same script draws the TensorBoard plugin's Attention tab (``mha_project/extras/tensorboard_tab``).
+same script draws TensorBoard's Attention tab (``plugin.py``).
 
 bertviz's head view is the reference for this picture, but it needs PyTorch and transformers and its
 users report it breaking on long inputs, so this is a small one of our own for Keras models:
@@ -24,23 +24,17 @@ import base64
 import html
 import json
 import re
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from mha_project.atomic import write_text_atomic
+from mha_project.attention import MIN_WEIGHT, quantize
 from mha_project.attention.scores import scores_for_texts
+from mha_project.attention.summaries import prediction_caption
 from mha_project.data.pipeline import encode, model_inputs
 from mha_project.errors import message_line
-
-MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the all-queries view
-
-
-def quantize(scores: np.ndarray) -> np.ndarray:
-    """Weights in [0, 1] -> uint8 ``round(sqrt(w) * 255)`` (small weights keep their precision): how the page
-    and TensorBoard's Attention tab store attention."""
-    return np.round(np.sqrt(np.clip(np.asarray(scores, "float64"), 0.0, 1.0)) * 255).astype("uint8")
+from mha_project.extras.head_view import asset
 
 
 def encode_weights(scores: np.ndarray) -> str:
@@ -99,11 +93,6 @@ def compare_html(left: list[dict], right: list[dict], titles=("left", "right"), 
         f"<title>{html.escape(titles[0])}</title>", f"<title>{html.escape(title)}</title>"
     )
     return head + "<body>\n" + body + "\n</body></html>\n"
-
-
-def asset(name: str) -> str:
-    """head_view.js / .css / .html, shipped beside this module (package data)."""
-    return resources.files("mha_project.attention").joinpath(name).read_text(encoding="utf-8")
 
 
 def page(payload: list[dict], title: str) -> str:
@@ -221,14 +210,3 @@ def write_head_view(
     if not items:
         return None
     return HeadView(head_view_html(items, title or "attention head view")).save(path)
-
-
-def prediction_caption(probs, class_names=None, label=None) -> str:
-    """``predicted great (p=0.91) · true label other``: a text's caption in the head view and its tab."""
-    predicted = int(np.argmax(probs))
-    caption = f"predicted {class_name(predicted, class_names)} (p={probs[predicted]:.2f})"
-    return caption if label is None else caption + f" · true label {class_name(int(label), class_names)}"
-
-
-def class_name(index: int, class_names) -> str:
-    return class_names[index] if class_names else str(index)
