@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from importlib import resources
 
 from omegaconf import MISSING
 
 from mha_project.extending import ATTENTION_RECORDS, NEXT_STEPS, RUN_FILES, SAVED_OUTPUTS, settings
+from mha_project.extras.head_view.assets import PLUGIN_NAME
 
-PLUGIN_NAME = "mha_attention"  # the TensorBoard plugin that owns the head-view summaries
+__all__ = ["PLUGIN_NAME"]
+
 PAGE_FILE = "attention.html"
-
-
-def asset(name: str) -> str:
-    """head_view.js / .css / .html and tensorboard_tab.js, shipped beside this module (package data)."""
-    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
 
 
 @dataclass

@@ -1,6 +1,6 @@
 // The head view: queries left, keys right, a line per attention weight. One implementation for two hosts:
 // the standalone attention.html (head_view.html inlines this file and its data) and the TensorBoard
-// plugin's tab (mha_project/tensorboard_plugin, which adds a run list and an epoch slider).
+// plugin's tab (plugin.py beside this file, with tensorboard_tab.js: a run list and an epoch slider).
 "use strict";
 
 const HEAD_VIEW_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",

@@ -34,7 +34,7 @@ from mha_project.attention.scores import scores_for_texts
 from mha_project.attention.summaries import prediction_caption
 from mha_project.data.pipeline import encode, model_inputs
 from mha_project.errors import message_line
-from mha_project.extras.head_view import asset
+from mha_project.extras.head_view.assets import asset
 
 
 def encode_weights(scores: np.ndarray) -> str:

@@ -17,7 +17,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from mha_project.attention import MIN_WEIGHT
-from mha_project.extras.head_view import PLUGIN_NAME, asset
+from mha_project.extras.head_view.assets import PLUGIN_NAME, asset
 from mha_project.extras.head_view.summary import CAPTION, WEIGHTS
 
 
