@@ -44,7 +44,7 @@ def main() -> None:
 
         run = load_run(args.run_dir, needs_data=False)  # model.keras and vocab.txt are all predicting needs
         column = args.text_column or run.cfg.data.get("text_column") or "text"
-        result = predict_file(run, args.input, args.out, column, args.batch_size, progress_bar())
+        result = predict_file(run, args.input, args.out, column, args.batch_size, _stopping(progress_bar()))
     except UserError as err:
         fail(str(err))
     except KeyboardInterrupt:
@@ -65,6 +65,20 @@ def _interrupted(signum, frame):
 
 
 _interrupted.signum = None
+
+
+def _stopping(bar):
+    """The progress report, which also stops at a signal already received: the handler's KeyboardInterrupt is
+    lost when it lands inside a garbage-collection callback (Python ignores exceptions there)."""
+
+    def progress(rows: int, seconds: float) -> None:
+        if _interrupted.signum is not None:
+            raise KeyboardInterrupt
+        if bar is not None:
+            bar(rows, seconds)
+
+    return progress
+
 
 if __name__ == "__main__":
     main()

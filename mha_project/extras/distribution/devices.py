@@ -159,7 +159,7 @@ def local_copy(model):
 def train_as_helper(cfg, job) -> dict:
     """A process other than 0 trains the same model as process 0, in a scratch directory: it records nothing."""
     stop_logging_into(job.run_dir)  # not even in Hydra's train.log (the run dir may be process 0's)
-    quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False, "attention": {"html": False}}})
+    quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False}})  # and its part ends with the fit (AFTER_FIT)
     with tempfile.TemporaryDirectory(prefix="mha-project-process-") as scratch:
         return train(quiet, job=dataclasses.replace(job, run_dir=Path(scratch), helper=True))
 
