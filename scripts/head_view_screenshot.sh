@@ -6,7 +6,7 @@
 set -euo pipefail
 run_dir=$1; out=$2; view=${3:-"text=0&layer=0&head=0&hover=q3"}
 page="$(cd "$run_dir" && pwd)/attention.html"
-[ -f "$page" ] || { echo "error: $page not found (runs write it when logger.attention.html=true)" >&2; exit 2; }
+[ -f "$page" ] || { echo "error: $page not found (runs write it when head_view.html=true)" >&2; exit 2; }
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome) \
   || { echo "error: no chromium on PATH (apt-get install chromium)" >&2; exit 2; }
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,900 \

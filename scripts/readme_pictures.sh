@@ -20,7 +20,7 @@ python scripts/inspect_attention.py "$run" "$sentence" --out docs/attention_grid
 # The first probe, head 0, a query hovered: the head view as it opens, one head at a time.
 bash scripts/head_view_screenshot.sh "$run" docs/head_view.png "text=0&layer=0&head=0&hover=q3"
 
-python scripts/train.py -m heads=1,4 key_dim=8,32 logger.attention.html=false hydra.sweep.dir="$sweep" | tail -n 2
+python scripts/train.py -m heads=1,4 key_dim=8,32 head_view.html=false hydra.sweep.dir="$sweep" | tail -n 2
 port=$(python -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 python -m tensorboard.main --logdir "$sweep" --host 127.0.0.1 --port "$port" >/dev/null 2>&1 &
 board=$!
@@ -33,7 +33,7 @@ browser=$(command -v chromium || command -v chromium-browser || command -v googl
 kill $board
 
 relations=$work/relations_heads_1_4
-python scripts/train.py -m data=relations heads=1,4 logger.attention.html=false hydra.sweep.dir="$relations" | tail -n 2
+python scripts/train.py -m data=relations heads=1,4 head_view.html=false hydra.sweep.dir="$relations" | tail -n 2
 python -m tensorboard.main --logdir "$relations" --host 127.0.0.1 --port "$port" >/dev/null 2>&1 &
 board=$!
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$port/data/plugins_listing" >/dev/null && break; sleep 1; done
