@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256, help="texts per model call (default 256)")
     args = parser.parse_args()
     # SIGTERM as Ctrl-C: the half-written temporary file is removed on the way out, and one line says so.
-    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGTERM, _note_signal)
     try:
         check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
         if args.batch_size < 1:
@@ -48,9 +48,9 @@ def main() -> None:
     except UserError as err:
         fail(str(err))
     except KeyboardInterrupt:
-        signal_name = "SIGTERM" if _interrupted.signum == signal.SIGTERM else "Ctrl-C"
+        signum = _received[0] if _received else signal.SIGINT  # none noted: Ctrl-C's own KeyboardInterrupt
         where = f"; {args.out} was not written" if args.out else ""
-        fail(f"interrupted ({signal_name}){where}", code=128 + (_interrupted.signum or signal.SIGINT))
+        fail(f"interrupted ({'SIGTERM' if signum == signal.SIGTERM else 'Ctrl-C'}){where}", code=128 + signum)
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     where = args.out or "standard output"
@@ -59,20 +59,21 @@ def main() -> None:
     print(f"wrote {plural(result['rows'], 'row')} to {where}{missing}, {plural(rate, 'row')}/s", file=sys.stderr)
 
 
-def _interrupted(signum, frame):
-    _interrupted.signum = signum
-    raise KeyboardInterrupt
+_received = []  # the signal noted by _note_signal
 
 
-_interrupted.signum = None
+def _note_signal(signum, frame):
+    # Noted only: predicting stops at the next chunk (_stopping), inside the writer's clean-up. An exception
+    # raised here could land where nothing removes the temporary file (as it is made), or be lost inside a
+    # garbage-collection callback (Python ignores exceptions there).
+    _received.append(signum)
 
 
 def _stopping(bar):
-    """The progress report, which also stops at a signal already received: the handler's KeyboardInterrupt is
-    lost when it lands inside a garbage-collection callback (Python ignores exceptions there)."""
+    """The progress report after each chunk, which also stops predicting once SIGTERM has been received."""
 
     def progress(rows: int, seconds: float) -> None:
-        if _interrupted.signum is not None:
+        if _received:
             raise KeyboardInterrupt
         if bar is not None:
             bar(rows, seconds)
