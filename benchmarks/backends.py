@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mha_project.training.history import steady_examples_per_second
+from mha_project.extras.timing.measures import steady_examples_per_second
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("tensorflow", "jax")
@@ -34,7 +34,7 @@ def train(backend: str, run_dir: Path, overrides: list[str]) -> float:
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"error: the {backend} run failed: {done.stderr.strip().splitlines()[-1:]}")
-    return steady_examples_per_second(run_dir)  # mha_project.training.history
+    return steady_examples_per_second(run_dir)  # mha_project.extras.timing.measures
 
 
 def main() -> None:

@@ -23,8 +23,21 @@ from mha_project.data.pipeline import bucket_boundaries, encode, pipeline_from_c
 from mha_project.data.sources import load_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.model.classifier import build_classifier
-from mha_project.training.callbacks import EpochTimer
 from mha_project.training.fitting import compile_classifier, expected_end_of_data
+
+
+class EpochTimer(keras.callbacks.Callback):
+    """Wall seconds of each epoch (the memory probe times its second, warm epoch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)
 
 
 def _rss_peak_mb() -> float:

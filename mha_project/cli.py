@@ -5,23 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
 import sys
 from typing import NoReturn
-
-
-def finish_all(processes, timeout: float) -> list[tuple[int, str]]:
-    """Each started process's exit status and output (text: stdout, and stderr if it is kept apart),
-    waiting at most ``timeout`` seconds for each; one that takes longer is killed."""
-    results = []
-    for process in processes:
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
-        results.append((process.returncode, (out or "") + (err or "")))
-    return results
 
 
 def free_port() -> int:

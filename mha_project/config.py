@@ -163,7 +163,6 @@ class TrainConfig:
     lr: float = MISSING
     seed: int = checked(lambda v: is_int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]")
     deterministic: bool = MISSING
-    overwrite: bool = MISSING
     optimized_metric: Optional[str] = MISSING
     # Free-form room for experiment configs (notes, tags); never read by the code.
     tags: Any = None

@@ -13,7 +13,7 @@ from collections.abc import Callable
 # The extras' settings, added to the core's schema (mha_project/config.py): a dataclass per place, "" for new
 # top-level groups (pretrain:), "data" / "model" / "trainer" for keys inside those groups.
 SETTINGS: dict[str, list[type]] = {}
-# Top-level config keys that, besides the core's, decide what model a run directory holds (run_dir.py), and
+# Top-level config keys that, besides the core's, decide what model a run directory holds (its identity), and
 # dotted keys inside them that do not (a stage's probe texts).
 IDENTITY_KEYS: list[str] = []
 NOT_IDENTITY: list[str] = []
@@ -30,6 +30,9 @@ UNLABELED_TEXTS: dict[str, Callable] = {}
 CHECKS: list[Callable] = []
 # Each names words the run's vocabulary must hold (the masked LM's [MASK]): reserved_words(cfg) -> list[str].
 RESERVED_WORDS: list[Callable] = []
+# Each may open the run directory for train() instead of the core's new_run (a new or empty directory only):
+# open_run(cfg, job) -> a context manager giving a run_dir.RunRecord, for the length of the run. The first is taken.
+RUN_RECORDS: list[Callable] = []
 # Each may run a job itself instead of the core's train (a process other than 0 of a data-parallel run trains in a
 # scratch directory): run_job(cfg, job) -> its metrics, or None to leave the job to the core. The first is taken.
 JOB_RUNNERS: list[Callable] = []
@@ -76,7 +79,7 @@ ATTENTION_RECORDS: list[Callable] = []
 # Each writes what a run keeps beside model.keras from its trained model (the SavedModel, the head view page),
 # within the run's "saved" stage: write(cfg, run_dir, model, inputs), ``inputs`` the run's data and vocabulary.
 SAVED_OUTPUTS: list[Callable] = []
-# Names an extra writes in a run directory: overwrite=true removes them with the core's (run_dir.RUN_FILES).
+# Names an extra writes in a run directory: overwrite=true removes them with the core's (the run record's).
 RUN_FILES: list[str] = []
 # Each is told how a run ended, after its test: run_end(cfg, job, metrics), metrics None for a run that failed
 # (a Keras callback's on_train_end comes before the test and never hears of a failure outside fit).

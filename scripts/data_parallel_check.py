@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import finish_all, free_port
-from mha_project.training.history import steady_examples_per_second
+from mha_project.cli import free_port
+from mha_project.extras.distribution.processes import finish_all
+from mha_project.extras.timing.measures import steady_examples_per_second
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = {"test_loss": 1e-4, "test_accuracy": 1e-6}

@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import finish_all, free_port
+from mha_project.cli import free_port
+from mha_project.extras.distribution.processes import finish_all
 
 WORKER = """
 import json, os, sys

@@ -23,7 +23,7 @@ def main() -> None:
     if not 0 < args.target <= 1:
         fail(f"--target={args.target} is invalid: must be a number in (0, 1]")
     try:
-        from mha_project.training.history import time_to_accuracy
+        from mha_project.extras.timing.measures import time_to_accuracy
 
         results = [time_to_accuracy(path, args.target) for path in args.run_dirs]
     except UserError as err:

@@ -1,138 +1,34 @@
-"""A run directory holds one model: identity checks, the lock, honest resume (mha_project/run_dir.py)."""
+"""A run directory as the reading tools and the core's train see it: run.json's format and damage, failure.json's
+reason, the ``latest`` file, what a finished run suggests next (mha_project/run_dir.py)."""
 
-import csv
 import json
 import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
-from conftest import QUIET, ROOT, TINY, compose_cfg, run_script, train_tiny
-from mha_project.errors import UserError
-from mha_project.run_dir import differences, open_run_dir
+from conftest import QUIET, TINY, compose_cfg, run_script
+from mha_project.errors import RunDirRefused, UserError
 from mha_project.training.history import trim_history
 
-FAST = [*TINY, *QUIET]
-RECORD = (
-    "metrics.json",
-    "model.keras",
-    "vocab.txt",
-    "history.csv",
-    "run.json",
-    ".hydra/config.yaml",
-    ".hydra/overrides.yaml",
-    "checkpoints/best.weights.h5",
-    "train.log",  # a re-run that changes nothing adds no line to it either
-)
 
+def test_without_a_run_record_extra_train_uses_only_an_empty_dir_and_records_its_stages(tmp_path, monkeypatch):
+    from mha_project.run_dir import RUN_FORMAT, check_run_dir
+    from mha_project.training.train import train
 
-def cfg(**changes):
-    base = {
-        "data": {"name": "fine_foods", "vocab_size": 400},
-        "model": {"num_heads": 2, "dropout": 0.1},
-        "trainer": {"lr": 0.002},
-        "seed": 1,
-        "deterministic": False,
-        "logger": {"tensorboard": True},
-    }
-    c = OmegaConf.create(base)
-    for key, value in changes.items():
-        OmegaConf.update(c, key, value)
-    return c
-
-
-def snapshot(run_dir: Path) -> dict:
-    return {name: (run_dir / name).read_bytes() for name in RECORD if (run_dir / name).exists()}
-
-
-# ---- fast: the mechanism in-process ---------------------------------------------------------------
-
-
-def test_same_identity_reopens_and_other_identity_is_refused_naming_the_key(tmp_path):
-    record = open_run_dir(tmp_path, cfg())
-    record.finish_stage("trained", epochs_run=1)
-    record.close()
-    again = open_run_dir(tmp_path, cfg(**{"logger.tensorboard": False}))  # logging is not identity
-    assert again.stage == "trained" and again.results["epochs_run"] == 1
-    again.close()
-    with pytest.raises(UserError, match=r"holds a different run \(trainer.lr: 0.002 -> 0.05\)"):
-        open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}))
-    assert json.loads((tmp_path / "run.json").read_text())["stage"] == "trained"  # untouched
-
-
-def test_overwrite_starts_a_new_record(tmp_path):
-    record = open_run_dir(tmp_path, cfg())
-    record.finish_stage("finished")
-    record.close()
-    (tmp_path / "metrics.json").write_text("{}")
-    record = open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}), overwrite=True)
-    assert record.stage == "started" and not (tmp_path / "metrics.json").exists()
-    record.close()
-
-
-def test_second_open_while_locked_is_refused(tmp_path):
-    first = open_run_dir(tmp_path, cfg())
-    try:
-        with pytest.raises(UserError, match=rf"in use by another training process \(pid {os.getpid()}\)"):
-            open_run_dir(tmp_path, cfg())
-    finally:
-        first.close()
-    open_run_dir(tmp_path, cfg()).close()  # released: no stale lock
-
-
-def test_directory_without_run_json_is_refused_even_with_overwrite(tmp_path):
-    (tmp_path / "metrics.json").write_text("{}")
-    for overwrite in (False, True):
-        with pytest.raises(UserError, match="no run of mha-project recorded \\(metrics.json\\)") as err:
-            open_run_dir(tmp_path, cfg(), overwrite=overwrite)
-        assert "overwrite=true:" in str(err.value) and "add overwrite=true" not in str(err.value)
-    assert not (tmp_path / "run.json").exists() and (tmp_path / "metrics.json").read_text() == "{}"
-
-
-def test_overwrite_removes_only_the_files_a_run_writes(tmp_path):
-    record = open_run_dir(tmp_path, cfg())
-    record.finish_stage("finished")
-    record.close()
-    (tmp_path / "metrics.json").write_text("{}")
-    (tmp_path / "notes.txt").write_text("mine")  # a user's file beside a run
-    open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}), overwrite=True).close()
-    assert not (tmp_path / "metrics.json").exists() and (tmp_path / "notes.txt").read_text() == "mine"
-
-
-@pytest.mark.slow
-def test_cli_overwrite_never_deletes_a_users_files(tmp_path):
-    # A directory of the user's own work that happens to use names a run writes is left alone.
-    run_dir = tmp_path / "mine"
-    own = {"metrics.json": "{}", "checkpoints/my_model.ckpt": "w", "tensorboard/events.mine": "e"}
-    for name, text in own.items():
-        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
-        (run_dir / name).write_text(text)
-    for extra in ([], ["overwrite=true"]):
-        result = train_tiny(run_dir, *QUIET, *extra)
-        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
-        assert "no run of mha-project recorded (checkpoints, metrics.json, tensorboard)" in result.stderr
-        assert "add overwrite=true" not in result.stderr
-    assert {name: (run_dir / name).read_text() for name in own} == own
-    assert not (run_dir / "run.json").exists() and not (run_dir / ".lock").exists()
-
-
-def test_garbage_run_json_is_a_one_line_error(tmp_path):
-    (tmp_path / "run.json").write_text("not json")
-    with pytest.raises(UserError, match="run.json is unreadable"):
-        open_run_dir(tmp_path, cfg())
-
-
-def test_differences_lists_first_keys_and_counts_the_rest():
-    old = {"model": {"a": 1, "b": 2, "c": 3, "d": 4}}
-    new = {"model": {"a": 9, "b": 8, "c": 7, "d": 6}}
-    assert differences(old, new) == ["model.a: 1 -> 9", "model.b: 2 -> 8", "model.c: 3 -> 7", "... 1 more"]
+    monkeypatch.setattr("mha_project.training.train.RUN_RECORDS", [])
+    cfg = compose_cfg(*TINY, *QUIET)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirRefused, match=r"mine already holds files \(notes.txt\); use a new hydra.run.dir"):
+        train(cfg, mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    metrics = train(cfg, tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["format"] == RUN_FORMAT and record["stage"] == "finished" and "fingerprint" not in record
+    assert record["results"]["test_accuracy"] == metrics["test_accuracy"]
+    assert check_run_dir(tmp_path / "run") == tmp_path / "run"
 
 
 def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
@@ -141,181 +37,6 @@ def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
     rows = trim_history(path, 2)
     assert [r["epoch"] for r in rows] == ["1", "2"]
     assert path.read_text().splitlines() == ["epoch,accuracy", "1,0.5", "2,0.6"]
-
-
-# ---- slow: through the real CLI -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("finished") / "run"
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir
-
-
-def copy_of(run_dir: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "run"
-    shutil.copytree(run_dir, target)
-    return target
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "overrides,named",
-    [
-        (["lr=1e-12"], "trainer.lr: 0.005 -> 1e-12"),
-        (["heads=4", "data.vocab_size=300"], "data.vocab_size: 400 -> 300"),
-        (["model.activation=relux"], "model.activation=relux is invalid"),
-    ],
-)
-def test_rerun_with_other_settings_is_refused_and_changes_nothing(finished_run, tmp_path, overrides, named):
-    run_dir = copy_of(finished_run, tmp_path)
-    before = snapshot(run_dir)
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2", *overrides)
-    assert result.returncode == 2, result.stderr[-2000:]
-    assert named in result.stderr and "Traceback" not in result.stderr
-    assert snapshot(run_dir) == before
-
-
-@pytest.mark.slow
-def test_same_command_again_reports_finished_and_rewrites_nothing(finished_run, tmp_path):
-    run_dir = copy_of(finished_run, tmp_path)
-    before = snapshot(run_dir)
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
-    assert result.returncode == 0
-    assert "already finished" in result.stdout and "Epoch" not in result.stdout
-    recorded = json.loads((run_dir / "metrics.json").read_text())["test_accuracy"]
-    assert f"test accuracy: {recorded:.4f}" in result.stdout
-    assert snapshot(run_dir) == before
-
-
-@pytest.mark.slow
-def test_kill_while_saving_resumes_without_training_again(finished_run, tmp_path):
-    run_dir = copy_of(finished_run, tmp_path)
-    # The state a kill while saving leaves: tested, model.keras and metrics not yet written.
-    state = json.loads((run_dir / "run.json").read_text())
-    state["stage"] = "tested"
-    (run_dir / "run.json").write_text(json.dumps(state))
-    (run_dir / "model.keras").unlink()
-    (run_dir / "metrics.json").unlink()
-    history = (run_dir / "history.csv").read_bytes()
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "resuming" in result.stdout and "after stage 'tested'" in result.stdout
-    assert "Epoch " not in result.stdout  # no epoch trained again
-    assert (run_dir / "history.csv").read_bytes() == history  # no duplicated rows
-    assert (run_dir / "model.keras").exists()
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["test_accuracy"] == state["results"]["test_accuracy"]
-
-
-@pytest.mark.slow
-def test_overwrite_true_replaces_the_run(finished_run, tmp_path):
-    run_dir = copy_of(finished_run, tmp_path)
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=1", "overwrite=true")
-    assert result.returncode == 0, result.stderr[-2000:]
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["epochs_run"] == 1
-    with open(run_dir / "history.csv", newline="") as f:
-        assert [r["epoch"] for r in csv.DictReader(f)] == ["1"]
-    assert "epochs: 1" in (run_dir / ".hydra" / "config.yaml").read_text()
-
-
-@pytest.mark.subprocess
-@pytest.mark.slow
-def test_two_processes_on_one_run_dir(tmp_path):
-    run_dir = tmp_path / "run"
-    args = [
-        sys.executable,
-        str(ROOT / "scripts" / "train.py"),
-        *FAST,
-        "epochs=8",  # long enough that the second process starts while the first still trains
-        "trainer.early_stopping_patience=8",
-        "data.limit=600",
-        f"hydra.run.dir={run_dir}",
-    ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    first = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 120
-        while not (run_dir / "run.json").exists() and time.time() < deadline and first.poll() is None:
-            time.sleep(0.05)
-        second = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-        assert second.returncode == 2, second.stderr[-2000:]
-        assert f"in use by another training process (pid {first.pid})" in second.stderr
-        assert first.wait(timeout=300) == 0
-    finally:
-        if first.poll() is None:
-            first.send_signal(signal.SIGKILL)
-    with open(run_dir / "history.csv") as f:
-        assert sum(line.startswith("epoch,") for line in f) == 1  # one writer, one header
-
-
-def test_a_run_that_never_trained_can_be_replaced_without_overwrite(tmp_path):
-    record = open_run_dir(tmp_path, cfg())
-    record.close()
-    (tmp_path / "vocab.txt").write_text("stale\n")  # written before a later check failed
-    record = open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}))
-    assert record.stage == "started" and not (tmp_path / "vocab.txt").exists()
-    record.close()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "overrides,needle",
-    [
-        (["model.activation=bogus"], "model.activation=bogus is invalid"),
-        (["trainer.validations_per_epoch=1000"], "trainer.validations_per_epoch=1000 is invalid"),
-    ],
-)
-def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_dir(tmp_path, overrides, needle):
-    # In-process: train() raises the one-line ConfigError (the CLI prints it, see the test below).
-    from mha_project.errors import ConfigError
-    from mha_project.training.train import train
-
-    run_dir = tmp_path / "run"
-    with pytest.raises(ConfigError, match=needle):
-        train(compose_cfg(*TINY, *QUIET, *overrides), run_dir)
-    assert not (run_dir / ".hydra").exists() and not (run_dir / "history.csv").exists()
-    metrics = train(compose_cfg(*TINY, *QUIET), run_dir)  # the corrected command
-    assert metrics["epochs_run"] == 1
-
-
-def test_overwrite_replaces_a_damaged_run_json_as_the_refusal_says(tmp_path):
-    (tmp_path / "run.json").write_text("not json")
-    with pytest.raises(UserError, match="add overwrite=true"):
-        open_run_dir(tmp_path, cfg())
-    record = open_run_dir(tmp_path, cfg(), overwrite=True)
-    assert record.stage == "started"
-    record.close()
-    assert json.loads((tmp_path / "run.json").read_text())["stage"] == "started"
-
-
-def test_a_run_of_another_format_is_refused_in_one_line_by_training_and_by_the_tools(tmp_path):
-    from mha_project.run_dir import RUN_FORMAT, check_run_dir
-
-    record = open_run_dir(tmp_path, cfg())
-    record.finish_stage("finished")
-    record.close()
-    assert json.loads((tmp_path / "run.json").read_text())["format"] == RUN_FORMAT
-    (tmp_path / ".hydra").mkdir()
-    (tmp_path / ".hydra" / "config.yaml").write_text("seed: 1\n")
-    for name in ("metrics.json", "model.keras", "vocab.txt"):
-        (tmp_path / name).write_text("{}")
-    check_run_dir(tmp_path)
-    for found, shown in ((None, "0 (no format recorded)"), (RUN_FORMAT + 1, str(RUN_FORMAT + 1))):
-        stored = json.loads((tmp_path / "run.json").read_text())
-        stored.pop("format", None)
-        (tmp_path / "run.json").write_text(json.dumps(stored if found is None else {**stored, "format": found}))
-        needle = f"holds a run of format {shown}, written by another version of mha-project; this version reads"
-        with pytest.raises(UserError, match=re.escape(needle)) as refused:
-            open_run_dir(tmp_path, cfg())
-        assert "add overwrite=true" in str(refused.value) and "\n" not in str(refused.value)
-        with pytest.raises(UserError, match=re.escape(needle) + ".*use the release that wrote it"):
-            check_run_dir(tmp_path)
-    open_run_dir(tmp_path, cfg(), overwrite=True).close()  # overwrite=true replaces it, as the line says
-    assert json.loads((tmp_path / "run.json").read_text())["format"] == RUN_FORMAT
 
 
 def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(tmp_path):
@@ -344,8 +65,6 @@ def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(
     os.mkfifo(run_json)  # opening a FIFO for reading would wait for a writer forever
     with pytest.raises(UserError, match="run.json is damaged: it is not a regular file"):
         check_run_dir(tmp_path)
-    with pytest.raises(UserError, match=r"run.json is unreadable \(it is not a regular file\)"):
-        open_run_dir(tmp_path, cfg())  # training reads run.json the same way
 
 
 def test_a_latest_file_naming_no_run_says_so_and_what_it_names(tmp_path):
@@ -371,15 +90,6 @@ def test_a_recorded_reason_reaches_the_terminal_without_its_control_characters(t
     result = run_script("evaluate.py", str(run_dir))
     assert result.returncode == 2 and "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert "disk ?[2J?]0;owned? full" in result.stderr
-
-
-def test_the_identity_holds_the_backend(monkeypatch):
-    from mha_project.run_dir import differences, identity
-
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    on_tensorflow = identity(cfg())
-    monkeypatch.setenv("KERAS_BACKEND", "jax")
-    assert differences(on_tensorflow, identity(cfg())) == ["backend: tensorflow -> jax"]
 
 
 def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_users_file(tmp_path):

@@ -164,8 +164,6 @@ def test_the_last_lines_say_which_epoch_was_tested_and_why_training_stopped(tmp_
 @pytest.mark.slow
 def test_several_validations_per_epoch(tmp_path):
     """trainer.validations_per_epoch=2: two history rows per pass over the data, half an epoch apart."""
-    from mha_project.training.history import time_to_accuracy
-
     run_dir = tmp_path / "run"
     result = train_tiny(run_dir, "trainer.validations_per_epoch=2", *QUIET)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -175,7 +173,6 @@ def test_several_validations_per_epoch(tmp_path):
     assert float(rows[0]["elapsed_seconds"]) < float(rows[1]["elapsed_seconds"])
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["epochs_run"] == 1
-    assert time_to_accuracy(run_dir, 0.0001)["reached_at_epoch"] == 0.5
 
 
 def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tmp_path: Path):

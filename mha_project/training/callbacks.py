@@ -321,17 +321,3 @@ class ResumedEarlyStopping(keras.callbacks.EarlyStopping):
         if self.mode == "min":
             return value + self.min_delta < best
         return value - self.min_delta > best
-
-
-class EpochTimer(keras.callbacks.Callback):
-    """Wall seconds of each epoch (the memory probe times its second, warm epoch)."""
-
-    def __init__(self):
-        super().__init__()
-        self.seconds = []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(time.perf_counter() - self._start)

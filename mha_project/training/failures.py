@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import math
@@ -12,18 +11,9 @@ from omegaconf import DictConfig
 
 from mha_project.atomic import write_json_atomic
 from mha_project.errors import UserError, causes, message_line
-from mha_project.run_dir import FAILURE_FILE, STAGES
+from mha_project.run_dir import FAILURE_FILE
 
 log = logging.getLogger("mha_project.training.train")
-
-# What each stage does while it runs (run.json's stage is the last one finished).
-STAGE_WORK = {
-    "pretrained": "pretraining",
-    "trained": "training",
-    "tested": "testing",
-    "saved": "saving the model",
-    "finished": "writing metrics.json",
-}
 
 
 def disk_full(err: BaseException) -> bool:
@@ -35,16 +25,6 @@ def disk_full(err: BaseException) -> bool:
         if "No space left on device" in str(cause) or "Disk quota exceeded" in str(cause):
             return True
     return False
-
-
-def disk_full_message(err: BaseException, record) -> str:
-    stage = STAGES[min(STAGES.index(record.stage) + 1, len(STAGES) - 1)]
-    file = getattr(err, "filename", None)
-    return (
-        f"no space left on device while {STAGE_WORK.get(stage, stage)}{f' ({file})' if file else ''}; "
-        f"{record.path} keeps what finished before (stage '{record.stage}'): free some space and run the same "
-        "command again to resume"
-    )
 
 
 def diverged_message(cfg: DictConfig, counter, best_weights: Path, validations_per_epoch: int) -> str:
@@ -81,24 +61,3 @@ def write_failure(run_dir: Path, reason: str, stage: str | None = None, override
 def describe(err: BaseException) -> str:
     """A user's error as its message; anything else as its type and first line."""
     return str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {message_line(err)[:200]}"
-
-
-@contextlib.contextmanager
-def failure_recorded(record, tell=()):
-    """Run a try of the run; if it fails, record why in ``failure.json`` (a full disk said in one line) and
-    call each of ``tell``. An earlier try's ``failure.json`` is removed first: this try decides again."""
-    with contextlib.suppress(FileNotFoundError):
-        (record.path / FAILURE_FILE).unlink()
-    try:
-        yield
-    except Exception as err:
-        reason = disk_full_message(err, record) if disk_full(err) else describe(err)
-        write_failure(record.path, reason, stage=record.stage)
-        for told in tell:
-            try:
-                told()
-            except Exception as end_err:  # e.g. the disk is still full: the first failure is the news
-                log.warning(f"after the failure, {describe(end_err)}")
-        if disk_full(err):
-            raise UserError(reason) from None
-        raise

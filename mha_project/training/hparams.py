@@ -27,20 +27,6 @@ def hparam_paths() -> dict[str, str]:
     return paths | {"truncation": "data.truncation", "dataset": "data.name", "seed": "seed"} | HPARAMS
 
 
-def _schema_type(node: type, path: str):
-    *parents, last = path.split(".")
-    for name in parents:
-        node = typing.get_type_hints(node)[name]
-    return typing.get_type_hints(node)[last]
-
-
-def int_hparams() -> set[str]:
-    """The recorded hyper-parameters that are integers in the schema."""
-    declared = schema()  # built once for every path
-    integer = (int, typing.Optional[int])
-    return {name for name, path in hparam_paths().items() if _schema_type(declared, path) in integer}
-
-
 # What a sweep's override may be called on the command line: a shortcut, or the seed.
 COMMAND_LINE_NAMES = set(SHORTCUTS) | {"seed"}
 

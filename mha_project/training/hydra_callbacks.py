@@ -2,7 +2,7 @@
 
 ``on_run_start`` runs before Hydra makes the run directory, so a bad value fails before any directory
 exists. (Hydra writes no ``.hydra/`` into run directories here, ``hydra.output_subdir: null``; ``train()``
-writes it once the run directory's identity is checked, see ``mha_project/run_dir.py``.)
+writes it once the run directory is opened and every check has passed, see ``training/train.py``.)
 In a multirun each job is validated by ``train()`` instead, so one bad job does not stop the sweep."""
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shlex
@@ -11,6 +12,7 @@ from mha_project.atomic import write_text_atomic
 from mha_project.cli import plural
 from mha_project.extending import NEXT_STEPS
 from mha_project.run_dir import LATEST, latest_target, latest_text
+from mha_project.training.failures import describe
 
 log = logging.getLogger("mha_project.training.train")
 
@@ -80,3 +82,17 @@ def stop_logging_into(run_dir: Path) -> None:
         if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == run_dir.resolve():
             root.removeHandler(handler)
             handler.close()
+
+
+@contextlib.contextmanager
+def failure_told(run_ends, cfg, job):
+    """Tell each of ``run_ends`` (the extras' ``RUN_END``) that the run failed, then let the failure go on."""
+    try:
+        yield
+    except Exception:
+        for run_end in run_ends:
+            try:
+                run_end(cfg, job, None)
+            except Exception as end_err:  # e.g. the disk is still full: the first failure is the news
+                log.warning(f"after the failure, {describe(end_err)}")
+        raise

@@ -3,7 +3,7 @@
 A run directory (Hydra's output dir) ends up holding:
 
     .hydra/            the composed config, overrides            (save_run_config, after every check)
-    run.json           the run's identity and last finished stage (run_dir.py)
+    run.json           the run's format, last finished stage (and identity: the run_record extra)
     history.csv        one row per epoch                         (HistoryCSVLogger)
     backup/            state to resume a killed run              (ResumableBackup)
     checkpoints/       best weights by val_accuracy              (BestWeights, atomic)
@@ -17,22 +17,18 @@ A run directory (Hydra's output dir) ends up holding:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from functools import partial
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic, write_text_atomic
 from mha_project.checks import check_activation, validate_config
-from mha_project.errors import UserError
-from mha_project.extending import AFTER_FIT, BACKBONE_SOURCES, JOB_RUNNERS, RUN_END
-from mha_project.run_dir import has_attention, open_run_dir
+from mha_project.extending import AFTER_FIT, BACKBONE_SOURCES, JOB_RUNNERS, RUN_END, RUN_RECORDS
+from mha_project.run_dir import has_attention, new_run
 from mha_project.training import stages
-from mha_project.training.failures import failure_recorded
 from mha_project.training.job import Job
-from mha_project.training.reporting import already_finished, log_result, next_steps, point_latest_at
+from mha_project.training.reporting import already_finished, failure_told, log_result, next_steps, point_latest_at
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
@@ -42,9 +38,9 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
     """Train one model as configured; write the run directory; return the metrics dict.
 
     ``job`` says where and how the run was started (``Job.from_hydra()`` in ``scripts/train.py``); a test or a
-    notebook gives ``run_dir`` instead. The run directory is opened first: locked, and its identity checked
-    against ``cfg`` before anything in it is written. The same config again resumes after the last finished
-    stage (or reports a finished run); another config is refused.
+    notebook gives ``run_dir`` instead. The run directory is opened first, before anything in it is written: a
+    new or empty one, or as an extra opens it (the run record: the same config again resumes after the last
+    finished stage, or reports a finished run; another config is refused).
     """
     job = job if job is not None else Job.of(run_dir)
     validate_config(cfg)  # before any data is loaded or file written
@@ -54,21 +50,10 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
             return metrics
     check_activation(cfg)
     run_dir = job.run_dir
-    record = open_run_dir(run_dir, cfg, overwrite=cfg.overwrite)
-    with (
-        contextlib.closing(record),
-        failure_recorded(record, tell=[partial(end, cfg, job, None) for end in RUN_END]),
-    ):
+    open_run = RUN_RECORDS[0] if RUN_RECORDS else new_run  # an extra's: identity, lock, resume, failure record
+    with open_run(cfg, job) as record, failure_told(RUN_END, cfg, job):
         if record.done("finished") and (run_dir / "metrics.json").exists():
             return already_finished(run_dir)
-        if record.stage != "started" or (run_dir / "history.csv").exists():
-            if job.num_processes > 1:  # the other processes kept no backup: they would start from epoch 0
-                raise UserError(
-                    f"{run_dir} holds a run that stopped after stage '{record.stage}'; several processes "
-                    f"(KERAS_DISTRIBUTION_NUM_PROCESSES={job.num_processes}) cannot resume it, as only process 0 "
-                    "kept its state: resume it as one process, or start a new hydra.run.dir"
-                )
-            log.info(f"resuming {run_dir} after stage '{record.stage}'")
 
         # 1. The process: its devices (an extra's strategy), seeds, determinism.
         strategy = stages.prepare_process(cfg)

@@ -259,7 +259,7 @@ def test_head_importance_refuses_a_file_as_its_out_folder(tiny_run, tmp_path):
 
 
 def test_a_replaced_run_loses_the_tools_output_folders_and_keeps_a_users_file(tmp_path):
-    from mha_project.run_dir import _clear
+    from mha_project.extras.run_record.record import _clear
 
     for name in ("head_patterns", "head_importance"):
         (tmp_path / name).mkdir()

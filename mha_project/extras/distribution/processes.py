@@ -1,9 +1,10 @@
-"""How many processes train together, and why ``multi_worker`` is refused: read by the extra's checks and by
-``devices.py`` (no TensorFlow here)."""
+"""How many processes train together and why ``multi_worker`` is refused (read by the extra's checks and by
+``devices.py``; no TensorFlow here), and how the check scripts wait for the processes they start."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 
 from mha_project.errors import ConfigError
 
@@ -21,3 +22,17 @@ def processes() -> int:
     if not value.isdigit() or int(value) < 1:
         raise ConfigError(f"KERAS_DISTRIBUTION_NUM_PROCESSES={value} is invalid: must be an integer >= 1")
     return int(value)
+
+
+def finish_all(processes, timeout: float) -> list[tuple[int, str]]:
+    """Each started process's exit status and output (text: stdout, and stderr if it is kept apart),
+    waiting at most ``timeout`` seconds for each; one that takes longer is killed."""
+    results = []
+    for process in processes:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+        results.append((process.returncode, (out or "") + (err or "")))
+    return results

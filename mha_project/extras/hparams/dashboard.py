@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
 
 import keras
@@ -24,7 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 from tensorboard.plugins.hparams import api as hp
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary
 
-from mha_project.training.hparams import hparam_paths, hparams_of, int_hparams, name_of_override_key
+from mha_project.config import schema
+from mha_project.training.hparams import hparam_paths, hparams_of, name_of_override_key
 
 # TensorBoard's HParams table sorts its columns by `differs` (true first), then by name, and shows the first
 # few. These keys, what the project is about, are marked as differing in every experiment config, so they
@@ -35,6 +37,20 @@ SHOWN_COLUMNS = 5  # what TensorBoard's HParams table shows before a column is t
 # Final metrics (scalars written by log_final_metrics) and the live validation accuracy of Keras's
 # TensorBoard callback, so a running job shows its latest epoch.
 FINAL_METRICS = ("test_accuracy", "test_loss", "best_val_accuracy", "train_seconds")
+
+
+def _schema_type(node: type, path: str):
+    *parents, last = path.split(".")
+    for name in parents:
+        node = typing.get_type_hints(node)[name]
+    return typing.get_type_hints(node)[last]
+
+
+def int_hparams() -> set[str]:
+    """The recorded hyper-parameters that are integers in the schema."""
+    declared = schema()  # built once for every path
+    integer = (int, typing.Optional[int])
+    return {name for name, path in hparam_paths().items() if _schema_type(declared, path) in integer}
 
 
 def swept_domains(sweep_params: dict[str, str]) -> dict:

@@ -8,7 +8,6 @@ import numpy as np  # noqa: F401  (the example)
 import tensorflow as tf
 from keras import layers
 
-from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.extras.ngrams.layers import BagOfNgrams, LinearNgramLayer, NaiveBayesNgrams, NgramLayer, TfidfNgrams
 from mha_project.model import PACKAGE, POOLINGS
 from mha_project.model.backbone import EncoderBackbone
@@ -134,6 +133,9 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
 def adapt_bag(cfg, model, inputs) -> None:
     """A linear bag's feature weights (naive-Bayes ratios, idf), from the training split (all of it, on every
     process)."""
+    # Imported here: this module registers Keras classes when Keras loads, which may be while data.pipeline loads.
+    from mha_project.data.pipeline import pipeline_from_cfg
+
     if isinstance(getattr(model, "ngram_branch", None), LinearNgramLayer):
         data = inputs.data
         train = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, inputs.vectorizer, shuffle=False)

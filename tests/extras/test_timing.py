@@ -1,4 +1,5 @@
-"""scripts/time_to_accuracy.py: the first epoch whose validation accuracy reaches a target, and when."""
+"""The timing extra: the first epoch whose validation accuracy reaches a target, and when (fractional with several
+validations an epoch); steady speed."""
 
 import json
 
@@ -26,7 +27,7 @@ def fake_run(path, val_accuracies, seconds):
 
 
 def test_first_epoch_reaching_the_target(tmp_path):
-    from mha_project.training.history import time_to_accuracy
+    from mha_project.extras.timing.measures import time_to_accuracy
 
     run = fake_run(tmp_path / "r", [0.80, 0.87, 0.86, 0.89], [50.0, 101.5, 150.0, 200.0])
     result = time_to_accuracy(run, 0.867)
@@ -51,7 +52,7 @@ def test_cli_table_and_errors(tmp_path):
 
 
 def test_steady_examples_per_second_leaves_out_the_first_epoch(tmp_path):
-    from mha_project.training.history import steady_examples_per_second
+    from mha_project.extras.timing.measures import steady_examples_per_second
 
     (tmp_path / "metrics.json").write_text(json.dumps({"train_examples": 100}))
     (tmp_path / "history.csv").write_text("epoch,elapsed_seconds\n1,10.0\n")

@@ -1,0 +1,25 @@
+"""A run directory that knows which run it holds (``record.py``): the same command again resumes a killed run
+where it stopped or reports a finished one; another config, another process, or a folder of a user's own files
+is refused in one line; ``overwrite=true`` replaces a run; a failed run says why in ``failure.json``.
+Without this extra ``train`` only writes into a new or empty directory."""
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from mha_project.extending import RUN_RECORDS, settings
+
+
+@settings("")
+@dataclass
+class RunRecordSettings:
+    overwrite: bool = MISSING  # true: replace a run dir that holds a different (or unfinished) run
+
+
+def open_run(cfg, job):
+    from mha_project.extras.run_record.record import open_run
+
+    return open_run(cfg, job)
+
+
+RUN_RECORDS.append(open_run)
