@@ -33,6 +33,9 @@ RESERVED_WORDS: list[Callable] = []
 # Each may open the run directory for train() instead of the core's new_run (a new or empty directory only):
 # open_run(cfg, job) -> a context manager giving a run_dir.RunRecord, for the length of the run. The first is taken.
 RUN_RECORDS: list[Callable] = []
+# Each may give every fit a backup of each epoch to resume from: backup(backup_dir, history_csv) -> a Keras callback
+# with restore(model) -> the epochs it had completed (0 without a backup). The first is taken.
+FIT_BACKUPS: list[Callable] = []
 # Each may run a job itself instead of the core's train (a process other than 0 of a data-parallel run trains in a
 # scratch directory): run_job(cfg, job) -> its metrics, or None to leave the job to the core. The first is taken.
 JOB_RUNNERS: list[Callable] = []

@@ -8,15 +8,18 @@ import shutil
 import pytest
 
 from conftest import QUIET, TINY, compose_cfg, run_script
+from mha_project.atomic import write_json_atomic
 from mha_project.errors import RunDirRefused, UserError
 from mha_project.training.history import trim_history
 
 
 def test_without_a_run_record_extra_train_uses_only_an_empty_dir_and_records_its_stages(tmp_path, monkeypatch):
+    # The extra's two hooks taken away: how the directory is opened, and the backup every fit keeps.
     from mha_project.run_dir import RUN_FORMAT, check_run_dir
     from mha_project.training.train import train
 
     monkeypatch.setattr("mha_project.training.train.RUN_RECORDS", [])
+    monkeypatch.setattr("mha_project.training.fitting.FIT_BACKUPS", [])
     cfg = compose_cfg(*TINY, *QUIET)
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -29,6 +32,7 @@ def test_without_a_run_record_extra_train_uses_only_an_empty_dir_and_records_its
     assert record["format"] == RUN_FORMAT and record["stage"] == "finished" and "fingerprint" not in record
     assert record["results"]["test_accuracy"] == metrics["test_accuracy"]
     assert check_run_dir(tmp_path / "run") == tmp_path / "run"
+    assert not (tmp_path / "run" / "backup").exists() and not (tmp_path / "run" / ".lock").exists()
 
 
 def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
@@ -152,3 +156,12 @@ def test_next_steps_quote_paths_that_need_it_and_fit_the_run(tmp_path):
     assert shlex.split(steps[0])[-1] == str(odd)  # a shell reads the path back whole
     bag = next_steps(tmp_path / "bag", attention=False)
     assert "inspect_attention.py" not in bag and "head_patterns.py" not in bag and "attention.html" not in bag
+
+
+def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path):
+    path = tmp_path / "metrics.json"
+    write_json_atomic(path, {"test_accuracy": 0.5})
+    with pytest.raises(TypeError):
+        write_json_atomic(path, {"bad": object()})
+    assert json.loads(path.read_text()) == {"test_accuracy": 0.5}
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temp file left behind

@@ -1,4 +1,4 @@
-"""Multirun: each job its own run dir, failed jobs recorded, a refused re-run, the launchers."""
+"""Multirun: each job its own run dir, failed jobs recorded, the launchers."""
 
 import json
 
@@ -32,16 +32,3 @@ def test_a_sweep_whose_every_job_failed_exits_non_zero(tmp_path):
     result = run_script("train.py", "-m", "heads=0,-1", *TINY, *QUIET, f"hydra.sweep.dir={tmp_path / 's'}")
     assert result.returncode == 1
     assert "every job of the sweep failed (2 failure.json files" in result.stderr and "Traceback" not in result.stderr
-
-
-@pytest.mark.slow
-def test_a_sweep_rerun_with_other_settings_into_the_same_dir_is_refused_and_says_so(tmp_path):
-    path = tmp_path / "s"
-    first = run_script("train.py", "-m", "heads=1,2", *TINY, *QUIET, f"hydra.sweep.dir={path}")
-    assert first.returncode == 0, first.stderr[-2000:]
-    before = {p: p.read_bytes() for p in path.glob("*/metrics.json")}
-    again = run_script("train.py", "-m", "heads=1,2", *TINY, *QUIET, "lr=0.05", f"hydra.sweep.dir={path}")
-    assert again.returncode == 1
-    assert "2 job(s) of the sweep were refused" in again.stderr and "trainer.lr: 0.005 -> 0.05" in again.stderr
-    assert {p: p.read_bytes() for p in path.glob("*/metrics.json")} == before
-    assert not list(path.glob("*/failure.json"))

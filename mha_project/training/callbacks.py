@@ -13,9 +13,6 @@ TensorBoard tags (documented in the README):
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
-import shutil
 import time
 from pathlib import Path
 
@@ -23,11 +20,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from mha_project.atomic import replaced_atomically, write_json_atomic
+from mha_project.atomic import replaced_atomically
 from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.pipeline import encode
 from mha_project.extending import PROCESS_LOCAL
-from mha_project.training.history import backed_up_epochs, trim_history
 
 
 def tensorboard_callbacks(
@@ -230,73 +226,6 @@ class BestWeights(keras.callbacks.Callback):
 def weights_are_finite(model) -> bool:
     """Whether every weight of ``model`` is finite (no NaN, no inf)."""
     return all(bool(np.isfinite(keras.ops.convert_to_numpy(w)).all()) for w in model.weights)
-
-
-class ResumableBackup(keras.callbacks.BackupAndRestore):
-    """``BackupAndRestore(double_checkpoint=True)`` that also survives a kill during the first backup and
-    keeps the random state of the dropout layers.
-
-    Keras falls back to the previous backup when the latest one is unreadable, but raises when there is
-    no previous one (a kill while the first epoch's backup was being written). Then the unreadable
-    backup is discarded and training starts again: at most that one epoch is lost.
-
-    Keras's weights files hold no ``SeedGenerator`` state, so a resumed run would draw the first epoch's
-    dropout masks again; ``seed_states.json`` keeps them for the last two backed-up epochs (Keras keeps two).
-    :meth:`restore` is called before ``fit`` (the caller needs the epoch it resumes from); ``fit``'s
-    ``on_train_begin`` then restores nothing twice.
-    """
-
-    def __init__(self, backup_dir, history_csv=None):
-        super().__init__(str(backup_dir), save_freq="epoch", double_checkpoint=True)
-        self.history_csv = history_csv
-        self.seed_states = Path(backup_dir) / "seed_states.json"
-        self.restored = None
-
-    def restore(self, model) -> int:
-        """Load the backup into ``model``; return the epochs it had completed (0 without one)."""
-        self.set_model(model)
-        try:
-            super().on_train_begin()
-        except (OSError, ValueError) as err:
-            logging.getLogger(__name__).warning(
-                f"notice: backup in {self.backup_dir} was cut off mid-write ({type(err).__name__}); "
-                "starting this run's training again"
-            )
-            shutil.rmtree(self.backup_dir, ignore_errors=True)
-            if self.history_csv is not None:  # its rows describe the epochs that are now trained again
-                trim_history(self.history_csv, 0)
-        self.restored = backed_up_epochs(self.backup_dir)
-        states = _read_json(self.seed_states).get(str(self.restored))
-        if states is not None:
-            for variable, value in zip(_seed_variables(model), states):
-                variable.assign(np.asarray(value, dtype=variable.dtype))
-        return self.restored
-
-    def on_train_begin(self, logs=None):
-        if self.restored is None:
-            self.restore(self.model)
-
-    def on_epoch_end(self, epoch, logs=None):
-        # The seeds first: a backup of epoch e is only ever read with the seed states of epoch e beside it.
-        states = _read_json(self.seed_states)
-        states = {k: v for k, v in states.items() if int(k) >= epoch}  # this epoch's and the one before it
-        states[str(epoch + 1)] = [keras.ops.convert_to_numpy(v).tolist() for v in _seed_variables(self.model)]
-        write_json_atomic(self.seed_states, states)
-        super().on_epoch_end(epoch, logs)
-
-
-def _seed_variables(model) -> list:
-    """The dropout layers' random state (``SeedGenerator`` variables), in the model's own order."""
-    weights = {id(w) for w in model.weights}
-    return [v for v in model.variables if id(v) not in weights and "seed_generator" in v.path]
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        found = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 class ResumedEarlyStopping(keras.callbacks.EarlyStopping):

@@ -13,9 +13,9 @@ import keras
 import numpy as np
 
 from mha_project.atomic import replaced_atomically
-from mha_project.extending import OPTIMIZERS
+from mha_project.extending import FIT_BACKUPS, OPTIMIZERS
 from mha_project.model.classifier import uncompiled_copy
-from mha_project.training.callbacks import EpochCounter, HistoryCSVLogger, ResumableBackup
+from mha_project.training.callbacks import EpochCounter, HistoryCSVLogger
 from mha_project.training.history import backed_up_epochs, trim_history
 from mha_project.training.schedules import WarmupCosine
 
@@ -121,8 +121,9 @@ def fit_resumably(
     steps_per_epoch: int | None = None,
     **fit_args,
 ) -> FitResult:
-    """``model.fit`` that a killed process resumes where it stopped, for the classifier and the pretraining
-    stage alike: epochs in ``stage_dir/history.csv``, Keras's backup in ``stage_dir/backup``.
+    """``model.fit`` that a killed process resumes where it stopped (given an extra's backup, ``FIT_BACKUPS``),
+    for the classifier and the pretraining stage alike: epochs in ``stage_dir/history.csv``, the backup in
+    ``stage_dir/backup``.
 
     ``dataset`` is one pass over the data (reshuffled by tf.data at each pass); Keras reads it as one stream
     of passes, ``steps_per_epoch`` batches an epoch (default: one pass). A resumed fit skips the batches the
@@ -130,23 +131,23 @@ def fit_resumably(
     killed saw; the backup restores the weights, the optimizer and the dropout's random state.
 
     The callbacks run in this order: ``EpochCounter`` (``elapsed_seconds`` across resumes, for the CSV),
-    ``TerminateOnNaN``, ``before_csv``, the CSV logger, ``after_csv``, and ``ResumableBackup`` last:
-    an epoch is backed up only after everything above has recorded it.
+    ``TerminateOnNaN``, ``before_csv``, the CSV logger, ``after_csv``, and the backup last: an epoch is
+    backed up only after everything above has recorded it.
     """
     history_csv = stage_dir / "history.csv"
     offset = float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0
     counter = EpochCounter(validations_per_epoch=validations_per_epoch, elapsed_offset=offset)
+    backups = [make(stage_dir / "backup", history_csv) for make in FIT_BACKUPS][:1]
     callbacks = [
         counter,
         keras.callbacks.TerminateOnNaN(),
         *before_csv,
         HistoryCSVLogger(history_csv, counter, validation=validation, append=True),
         *after_csv,
-        ResumableBackup(stage_dir / "backup", history_csv),
+        *backups,
     ]
-    backup = callbacks[-1]
     steps_per_epoch = steps_per_epoch or int(dataset.cardinality())
-    done = backup.restore(model)  # before fit: how far into the stream the resumed fit starts
+    done = backups[0].restore(model) if backups else 0  # before fit: how far into the stream the fit starts
     start = time.perf_counter()
     with expected_end_of_data():
         history = model.fit(

@@ -5,7 +5,7 @@ A run directory (Hydra's output dir) ends up holding:
     .hydra/            the composed config, overrides            (save_run_config, after every check)
     run.json           the run's format, last finished stage (and identity: the run_record extra)
     history.csv        one row per epoch                         (HistoryCSVLogger)
-    backup/            state to resume a killed run              (ResumableBackup)
+    backup/            state to resume a killed run              (the run_record extra)
     checkpoints/       best weights by val_accuracy              (BestWeights, atomic)
     tensorboard/       scalars, attention, HParams               (EpochTensorBoard, AttentionLogger, hparams.py)
     model.keras        the trained classifier (token ids -> class probabilities)

@@ -335,7 +335,7 @@ def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting
 def test_a_killed_wide_and_deep_run_resumes_as_the_run_never_killed(tmp_path):
     # Fresh processes: a kill is the behaviour under test. The NB bag (its ratios, its penalty's count of
     # training texts) and its own optimizer (MultiOptimizer) resume too.
-    from test_reliability import RESUME, sigkill_then_resume
+    from test_run_record_resume import RESUME, sigkill_then_resume
 
     bag = ["model.ngram_branch=bigram", "model.ngram_weighting=nb", "model.ngram_buckets=1024", "trainer.ngram_lr=0.01"]
     sigkill_then_resume(tmp_path, [*RESUME, *bag])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import QUIET, ROOT, TINY, compose_cfg, train_tiny
+from conftest import QUIET, ROOT, TINY, compose_cfg, run_script, train_tiny
 from mha_project.errors import UserError
 from mha_project.extras.run_record.record import differences, identity, open_run_dir
 
@@ -321,3 +321,16 @@ def test_training_never_opens_a_run_json_that_is_no_regular_file(tmp_path):
     os.mkfifo(tmp_path / "run.json")  # opening a FIFO for reading would wait for a writer forever
     with pytest.raises(UserError, match=r"run.json is unreadable \(it is not a regular file\)"):
         open_run_dir(tmp_path, cfg())
+
+
+@pytest.mark.slow
+def test_a_sweep_rerun_with_other_settings_into_the_same_dir_is_refused_and_says_so(tmp_path):
+    path = tmp_path / "s"
+    first = run_script("train.py", "-m", "heads=1,2", *TINY, *QUIET, f"hydra.sweep.dir={path}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = {p: p.read_bytes() for p in path.glob("*/metrics.json")}
+    again = run_script("train.py", "-m", "heads=1,2", *TINY, *QUIET, "lr=0.05", f"hydra.sweep.dir={path}")
+    assert again.returncode == 1
+    assert "2 job(s) of the sweep were refused" in again.stderr and "trainer.lr: 0.005 -> 0.05" in again.stderr
+    assert {p: p.read_bytes() for p in path.glob("*/metrics.json")} == before
+    assert not list(path.glob("*/failure.json"))
