@@ -19,7 +19,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-import mha_project.extras  # noqa: F401  (the resolvers configs/data/relations.yaml uses)
+import mha_project.extras  # noqa: F401  (the resolvers mha_project/extras/relations/configs/data/relations.yaml uses)
 
 
 def job_rows(sweep: Path):

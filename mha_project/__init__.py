@@ -25,28 +25,35 @@ def register_keras_objects() -> None:
 
 
 class _RegisterWhenKerasLoads(importlib.abc.MetaPathFinder):
-    """Register the project's classes right after ``import keras`` runs. Python has no post-import hook but
-    the import system's own finders; importing Keras here instead would load TensorFlow for every command."""
+    """Register the project's classes once Keras has loaded and no module of the project is half-imported: the
+    modules that register classes import each other, so registering from inside one's import (whose first line
+    may be ``import keras``) would find the others half-made. Python has no post-import hook but the import
+    system's own finders; importing Keras here instead would load TensorFlow for every command."""
 
-    busy = False
+    busy = False  # asking the real finders, not this one again
+    importing = 0  # the project's modules whose import is under way
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "keras" or self.busy:
+        if self.busy or not (fullname == "keras" or fullname.startswith(__name__ + ".")):
             return None
-        self.busy = True  # the real finders answer the question below, not this one again
+        self.busy = True
         try:
             spec = importlib.util.find_spec(fullname)
         finally:
             self.busy = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        run_keras = spec.loader.exec_module
+        run_module = spec.loader.exec_module
 
         def exec_module(module):
-            run_keras(module)
-            if self in sys.meta_path:  # Keras has loaded: once is enough
-                sys.meta_path.remove(self)
-            _register_quietly()
+            self.importing += fullname != "keras"
+            try:
+                run_module(module)
+            finally:
+                self.importing -= fullname != "keras"
+            if self.importing == 0 and "keras" in sys.modules and self in sys.meta_path:
+                sys.meta_path.remove(self)  # once is enough
+                _register_quietly()
 
         spec.loader.exec_module = exec_module
         return spec

@@ -20,14 +20,16 @@ def compose_train(*overrides):
 
 
 def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONFIGS / group).glob("*.yaml"))
+    """The group's options in configs/ and in every extra's configs/ (hydra_plugins/mha_extras)."""
+    folders = [CONFIGS / group, *(ROOT / "mha_project" / "extras").glob(f"*/configs/{group}")]
+    return sorted(p.stem for folder in folders for p in folder.glob("*.yaml"))
 
 
 @pytest.mark.parametrize("group", ["data", "model", "trainer", "logger", "experiment", "hparams_search"])
 def test_every_option_of_every_group_composes(group):
     options = group_options(group)
     if group == "experiment":
-        assert options, f"configs/{group}/ is empty"
+        assert options, f"no {group} options"
     for option in options:
         overrides = [f"{group}={option}"]
         if option == "folder":

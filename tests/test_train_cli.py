@@ -115,8 +115,9 @@ def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
 
 @pytest.mark.subprocess
 def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
-    # Importing the package is all Keras needs to load the model, in either order (README "What a run leaves
-    # behind"), and the import alone loads no TensorFlow: a fresh interpreter is the behaviour under test.
+    # Importing the package is all Keras needs to load the model, in either order, or through a module of the
+    # project whose own first import is Keras's (README "What a run leaves behind"); the package's import alone
+    # loads no TensorFlow: a fresh interpreter is the behaviour under test.
     probe = (
         "import sys, mha_project\n"
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
@@ -128,9 +129,10 @@ def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
     keras_first = probe.replace("import sys, mha_project\n", "import sys, keras, mha_project\n").replace(
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n", ""
     )
-    for code in (probe, keras_first):
+    through_a_module = keras_first.replace("import sys, keras, mha_project\n", "from mha_project.model import layers\n")
+    for code in (probe, keras_first, through_a_module):
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.returncode == 0 and "could not register" not in result.stderr, result.stderr[-2000:]
         assert result.stdout.split() == ["2", "8", "8", "16"]  # heads=2 key_dim=8 embed_dim=16 in debug=tiny
 
 

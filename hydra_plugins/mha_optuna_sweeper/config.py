@@ -1,5 +1,5 @@
-"""``hydra/sweeper=mha_optuna``: the settings of :class:`~.sweeper.OptunaSweeper` (configs/hparams_search/optuna.yaml
-sets them for ``hparams_search=optuna``)."""
+"""``hydra/sweeper=mha_optuna``: the settings of :class:`~.sweeper.OptunaSweeper` (``hparams_search=optuna``,
+the optuna extra's ``configs/hparams_search/optuna.yaml``, sets them)."""
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
