@@ -57,8 +57,7 @@ class ValidateConfig(Callback):
         make_output_dir(config.hydra.run.dir, "hydra.run.dir")
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        # A sweeper may open its study in the sweep dir (mha_project/extras/optuna/configs/hparams_search/optuna.yaml) before the
-        # launcher creates it.
+        # A sweeper may open its study in the sweep dir (hparams_search=optuna) before the launcher creates it.
         make_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
         for sweep_start in SWEEP_START:  # the extras' (mha_project/extending.py)
             sweep_start(config)
