@@ -13,6 +13,7 @@ from mha_project.errors import RunDirRefused, UserError
 from mha_project.training.history import trim_history
 
 
+@pytest.mark.slow
 def test_without_a_run_record_extra_train_uses_only_an_empty_dir_and_records_its_stages(tmp_path, monkeypatch):
     # The extra's two hooks taken away: how the directory is opened, and the backup every fit keeps.
     from mha_project.run_dir import RUN_FORMAT, check_run_dir

@@ -148,6 +148,7 @@ def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_b
             validate_config(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
     # A fresh process: logical CPU devices can only be made before TensorFlow initialises its devices.

@@ -250,6 +250,7 @@ def test_head_importance_cli(tiny_run):
     assert list((tiny_run / "tensorboard" / "analysis").glob("events.out.tfevents.*"))
 
 
+@pytest.mark.slow
 def test_head_importance_refuses_a_file_as_its_out_folder(tiny_run, tmp_path):
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")

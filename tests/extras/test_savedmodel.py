@@ -37,6 +37,7 @@ def test_the_export_reads_the_tokens_training_read(tmp_path: Path, truncation, o
     assert not np.allclose(served, model.predict(pad_batch(encode(texts, vectorizer, 8, other)), verbose=0), atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_exported_model_takes_raw_strings_and_names_its_outputs(tiny_run: Path):
     import shutil
