@@ -97,11 +97,16 @@ def _scale_bar(fig, image, axes, uniform: float) -> None:
 def figure_to_png(fig, dpi: int = 90) -> bytes:
     """PNG bytes of ``fig`` (then closed); 90 dpi keeps TensorBoard's images small, files use more."""
     buf = io.BytesIO()
+    _savefig(fig, buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def _savefig(fig, buffer, **kwargs) -> None:
+    """``fig.savefig`` (then closed), with a tight box so rotated labels are never clipped."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # missing glyphs (e.g. Hangul without a CJK font) are drawn as boxes
-        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")  # rotated labels are never clipped
+        fig.savefig(buffer, bbox_inches="tight", **kwargs)
     plt.close(fig)
-    return buf.getvalue()
 
 
 def save_figure(fig, path, dpi: int = 160) -> None:
@@ -157,6 +162,5 @@ def save_figure_as(fig, path) -> None:
         raise ValueError(f"{path}: the extension must be one of {', '.join('.' + f for f in FIGURE_FORMATS)}")
     buffer = io.BytesIO()
     with plt.rc_context({"svg.fonttype": "none"}):  # token labels stay <text>, searchable and editable
-        fig.savefig(buffer, format=fmt, dpi=200, bbox_inches="tight")
-    plt.close(fig)
+        _savefig(fig, buffer, format=fmt, dpi=200)
     write_bytes_atomic(path, buffer.getvalue())
