@@ -2,8 +2,8 @@
 
 Importing this package is cheap (no TensorFlow, no Keras), so a bad command line is answered in about a
 second. Keras finds custom classes only by their registered names; the project registers its classes as soon
-as Keras is imported (before or after this package), and those of every extra imported (the entry points
-import the extras package; README "What a run leaves behind" has the line), so a saved model loads the
+as Keras is imported (before or after this package), and those of every extra loaded so far (the entry points
+load every extra present; README "What a run leaves behind" has the line), so a saved model loads the
 Keras way: ``keras.saving.load_model("outputs/runs/<time>/model.keras", safe_mode=True)``.
 """
 

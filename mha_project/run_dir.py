@@ -56,6 +56,11 @@ class RunRecord:
     def done(self, stage: str) -> bool:
         return STAGES.index(self.stage) >= STAGES.index(stage)
 
+    @property
+    def finished(self) -> bool:
+        """Every stage done and ``metrics.json`` written: nothing is left to do."""
+        return self.done("finished") and (self.path / "metrics.json").exists()
+
     def finish_stage(self, stage: str, **results) -> None:
         """Record ``stage`` (and any results it produced) as finished, atomically."""
         self.stage = stage

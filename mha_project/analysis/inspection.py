@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.runs import load_run
+from mha_project.analysis.runs import as_run
 from mha_project.attention.plots import FIGURE_FORMATS, SCALES, attention_grid, attention_lines, save_figure_as
 from mha_project.attention.scores import normalized_entropy, scores_for_texts
 from mha_project.attention.summaries import write_attention_summaries
@@ -45,7 +45,7 @@ def inspect_text(
         raise UserError(f"--top={top_k} is invalid: must be an integer >= 1")
     if not text or not text.strip():
         raise UserError('text is empty: give the sentence to inspect, e.g. "a lovely, fresh coffee"')
-    run = load_run(run_dir, needs_attention=True) if isinstance(run_dir, (str, Path)) else run_dir
+    run = as_run(run_dir, needs_attention=True)
     # The arguments that depend on the run, answered before any attention is computed.
     per_layer = [block.attention.num_heads for block in encoder_blocks(run.model)]
     chosen = _chosen_heads(heads, per_layer) if view == "lines" else None

@@ -112,3 +112,8 @@ def load_run(path, needs_attention: bool = False, needs_data: bool = True) -> Ru
         raise no_attention(path, cfg)
     vectorizer = saved_vectorizer(path / "vocab.txt", cfg.data.vocab_size)
     return Run(path, cfg, model, vectorizer, metrics)
+
+
+def as_run(run, needs_attention: bool = False) -> Run:
+    """``run`` loaded by :func:`load_run` when it names a run directory; a ``Run`` already loaded, as it is."""
+    return load_run(run, needs_attention=needs_attention) if isinstance(run, (str, Path)) else run

@@ -52,7 +52,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
     run_dir = job.run_dir
     open_run = RUN_RECORDS[0] if RUN_RECORDS else new_run  # an extra's: identity, lock, resume, failure record
     with open_run(cfg, job) as record, failure_told(RUN_END, cfg, job):
-        if record.done("finished") and (run_dir / "metrics.json").exists():
+        if record.finished:
             return already_finished(run_dir)
 
         # 1. The process: its devices (an extra's strategy), seeds, determinism.

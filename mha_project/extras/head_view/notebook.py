@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mha_project.analysis.runs import load_run
+from mha_project.analysis.runs import as_run
 from mha_project.errors import UserError
 from mha_project.extras.head_view.page import HeadView, compare_html, head_view_html, head_view_items, render
 
@@ -14,7 +14,7 @@ __all__ = ["show", "compare", "render", "HeadView"]
 def show(run, texts, title: str = "") -> HeadView:
     """The head view of a finished run (a run directory or :func:`~mha_project.analysis.runs.load_run`'s
     ``Run``) on ``texts`` (a string or a list): ``show("outputs/runs/latest", "great tea")`` in a notebook."""
-    run = load_run(run, needs_attention=True) if isinstance(run, (str, Path)) else run
+    run = as_run(run, needs_attention=True)
     texts = [texts] if isinstance(texts, str) else list(texts)
     items = head_view_items(run.model, run.vectorizer, texts, run.seq_len, run.class_names, run.truncation)
     if not items:
@@ -25,7 +25,7 @@ def show(run, texts, title: str = "") -> HeadView:
 def compare(left, right, texts, right_texts=None, titles=None) -> HeadView:
     """Two runs side by side on the same texts (``compare("outputs/runs/heads1", "outputs/runs/heads8", "great
     tea")``), or on other texts (``right_texts``); ``left`` and ``right``: run directories or ``Run`` objects."""
-    runs = [load_run(r, needs_attention=True) if isinstance(r, (str, Path)) else r for r in (left, right)]
+    runs = [as_run(r, needs_attention=True) for r in (left, right)]
     texts = [texts] if isinstance(texts, str) else list(texts)
     right_texts = (
         texts if right_texts is None else ([right_texts] if isinstance(right_texts, str) else list(right_texts))

@@ -9,18 +9,13 @@ from dataclasses import dataclass
 from omegaconf import MISSING
 
 from mha_project.extending import FIT_BACKUPS, RUN_RECORDS, settings
+from mha_project.extras.run_record.record import open_run
 
 
 @settings("")
 @dataclass
 class RunRecordSettings:
     overwrite: bool = MISSING  # true: replace a run dir that holds a different (or unfinished) run
-
-
-def open_run(cfg, job):
-    from mha_project.extras.run_record.record import open_run
-
-    return open_run(cfg, job)
 
 
 RUN_RECORDS.append(open_run)

@@ -95,8 +95,7 @@ def open_run(cfg: DictConfig, job):
     recorded in ``failure.json``."""
     record = open_run_dir(job.run_dir, cfg, overwrite=cfg.overwrite)
     with contextlib.closing(record), failure_recorded(record):
-        finished = record.done("finished") and (record.path / "metrics.json").exists()
-        if not finished and (record.stage != "started" or (record.path / "history.csv").exists()):
+        if not record.finished and (record.stage != "started" or (record.path / "history.csv").exists()):
             if job.num_processes > 1:  # the other processes kept no backup: they would start from epoch 0
                 raise UserError(
                     f"{record.path} holds a run that stopped after stage '{record.stage}'; several processes "
