@@ -21,7 +21,7 @@ def test_train_returns_what_it_records(tmp_path: Path):
 
 @pytest.mark.slow
 def test_debug_overfit_drives_the_training_loss_to_about_zero(tmp_path: Path):
-    train(compose_cfg("debug=overfit"), tmp_path / "run")
+    train(compose_cfg("debug=overfit", *QUIET), tmp_path / "run")
     with open(tmp_path / "run" / "history.csv", newline="") as f:
         losses = [float(r["loss"]) for r in csv.DictReader(f)]
     assert losses[0] > 0.5 and losses[-1] < 0.05

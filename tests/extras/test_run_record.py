@@ -138,10 +138,14 @@ def test_differences_lists_first_keys_and_counts_the_rest():
 # ---- slow: through the real CLI -------------------------------------------------------------------
 
 
+# A lean two-epoch run (no attention images, head view or SavedModel): what these tests read is the record.
+FINISHED = [*QUIET, "data.limit=400", "epochs=2"]
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("finished") / "run"
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
+    result = train_tiny(run_dir, *FINISHED)
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
 
@@ -164,7 +168,7 @@ def copy_of(run_dir: Path, tmp_path: Path) -> Path:
 def test_rerun_with_other_settings_is_refused_and_changes_nothing(finished_run, tmp_path, overrides, named):
     run_dir = copy_of(finished_run, tmp_path)
     before = snapshot(run_dir)
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2", *overrides)
+    result = train_tiny(run_dir, *FINISHED, *overrides)
     assert result.returncode == 2, result.stderr[-2000:]
     assert named in result.stderr and "Traceback" not in result.stderr
     assert snapshot(run_dir) == before
@@ -174,7 +178,7 @@ def test_rerun_with_other_settings_is_refused_and_changes_nothing(finished_run, 
 def test_same_command_again_reports_finished_and_rewrites_nothing(finished_run, tmp_path):
     run_dir = copy_of(finished_run, tmp_path)
     before = snapshot(run_dir)
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
+    result = train_tiny(run_dir, *FINISHED)
     assert result.returncode == 0
     assert "already finished" in result.stdout and "Epoch" not in result.stdout
     recorded = json.loads((run_dir / "metrics.json").read_text())["test_accuracy"]
@@ -192,7 +196,7 @@ def test_kill_while_saving_resumes_without_training_again(finished_run, tmp_path
     (run_dir / "model.keras").unlink()
     (run_dir / "metrics.json").unlink()
     history = (run_dir / "history.csv").read_bytes()
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=2")
+    result = train_tiny(run_dir, *FINISHED)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resuming" in result.stdout and "after stage 'tested'" in result.stdout
     assert "Epoch " not in result.stdout  # no epoch trained again
@@ -205,7 +209,7 @@ def test_kill_while_saving_resumes_without_training_again(finished_run, tmp_path
 @pytest.mark.slow
 def test_overwrite_true_replaces_the_run(finished_run, tmp_path):
     run_dir = copy_of(finished_run, tmp_path)
-    result = train_tiny(run_dir, "logger.attention.every_n_epochs=0", "data.limit=400", "epochs=1", "overwrite=true")
+    result = train_tiny(run_dir, *FINISHED, "epochs=1", "overwrite=true")
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["epochs_run"] == 1
