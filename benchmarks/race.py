@@ -11,7 +11,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from benchmarks.keras_io_recipe import RECIPE, RECIPE_EPOCHS, keras_io_recipe_model, recipe_arrays
-from mha_project.data.pipeline import bucket_boundaries, encode, pipeline_from_cfg, pipeline_from_token_ids
+from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries, pipeline_from_cfg, pipeline_from_token_ids
 from mha_project.data.sources import load_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.model.classifier import build_classifier
@@ -36,14 +36,15 @@ def run_time_to_accuracy(
     recipe_vectorizer = make_vectorizer(data.train_texts, RECIPE["vocab_size"])
     full = 10**9  # the recipe keeps each review whole until pad_sequences cuts it
     recipe_inputs = {
-        split: recipe_arrays(encode(texts, recipe_vectorizer, full), RECIPE["maxlen"])
+        split: recipe_arrays(TextPreprocessor(recipe_vectorizer, full).encode(texts), RECIPE["maxlen"])
         for split, texts in (("train", data.train_texts), ("val", data.val_texts), ("test", data.test_texts))
     }
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
+    preprocessor = TextPreprocessor.of_run(cfg.data, vectorizer)
     project_inputs = {
-        "train": encode(data.train_texts, vectorizer, int(cfg.data.seq_len), cfg.data.truncation),
-        "val": pipeline_from_cfg(cfg, data.val_texts, data.val_labels, vectorizer, shuffle=False),
-        "test": pipeline_from_cfg(cfg, data.test_texts, data.test_labels, vectorizer, shuffle=False),
+        "train": preprocessor.encode(data.train_texts),
+        "val": pipeline_from_cfg(cfg, data.val_texts, data.val_labels, preprocessor, shuffle=False),
+        "test": pipeline_from_cfg(cfg, data.test_texts, data.test_labels, preprocessor, shuffle=False),
     }
     runs = [
         _race_to_accuracy(cfg, data, recipe_inputs, project_inputs, vectorizer, target, round_fraction, max_rounds)

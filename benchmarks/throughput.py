@@ -19,7 +19,7 @@ import keras
 import numpy as np
 from omegaconf import OmegaConf
 
-from mha_project.data.pipeline import bucket_boundaries, encode, pipeline_from_cfg
+from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries, pipeline_from_cfg
 from mha_project.data.sources import load_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.model.classifier import build_classifier
@@ -75,7 +75,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     vocab_size = vectorizer.vocabulary_size()
     seq_len, batch_size = cfg.data.seq_len, cfg.trainer.batch_size
     # (a) holds every text's ids, as keras.io does: the tokens (b) reads (data.truncation)
-    rows = encode(data.train_texts, vectorizer, seq_len, cfg.data.truncation)
+    rows = TextPreprocessor.of_run(cfg.data, vectorizer).encode(data.train_texts)
     lengths = np.array([len(r) for r in rows])
     if cfg.data.bucketing:
         padded = padded_lengths(lengths, seq_len, cfg.data.get("bucket_width"))
@@ -97,7 +97,8 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
         # The precision policy is global in Keras: each model is built under its own, then it is reset.
         keras.mixed_precision.set_global_policy(run_cfg.trainer.precision)
         keras.utils.set_random_seed(cfg.seed)
-        ds = pipeline_from_cfg(run_cfg, data.train_texts, data.train_labels, vectorizer, shuffle=True)
+        words = TextPreprocessor.of_run(run_cfg.data, vectorizer)
+        ds = pipeline_from_cfg(run_cfg, data.train_texts, data.train_labels, words, shuffle=True)
         model = build_classifier(run_cfg.model, vocab_size, data.num_classes)
         _compile(model, run_cfg, project=True)
         model.fit(ds, epochs=1, verbose=0)  # warm-up: tracing every bucket shape, filling the cache
@@ -193,7 +194,8 @@ def run_memory_probe(cfg, steps: int = 200) -> dict:
         data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=int(cfg.seed)
     )
     peak["after_vocabulary"] = _rss_peak_mb()
-    ds = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, vectorizer, shuffle=True)
+    words = TextPreprocessor.of_run(cfg.data, vectorizer)
+    ds = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, words, shuffle=True)
     batches = int(ds.cardinality())
     peak["after_pipeline"] = _rss_peak_mb()
     prepare_seconds = time.perf_counter() - start

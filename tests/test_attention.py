@@ -70,7 +70,7 @@ def test_scores_of_a_trained_run(tiny_run: Path):
 
     run = load_run(tiny_run)
     texts = ["the coffee was great", "bad", "great great tea and more words than the others here"]
-    scores, tokens, real = scores_for_texts(run.model, run.vectorizer, texts, run.seq_len)
+    scores, tokens, real = scores_for_texts(run.model, run.preprocessor, texts)
     heads = run.cfg.model.num_heads
     assert len(scores) == run.cfg.model.num_layers
     for s in scores:

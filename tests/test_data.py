@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from mha_project.data.pipeline import bucket_boundaries, encode, make_pipeline, truncate_token_ids
+from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries, make_pipeline, truncate_token_ids
 from mha_project.data.sources import load_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.errors import ConfigError
@@ -73,7 +73,7 @@ def test_pipeline_pads_to_buckets_not_seq_len():
     texts = ["word " * n for n in (3, 5, 20, 40, 90, 3, 4, 6)]
     labels = np.arange(len(texts)) % 2
     vec = make_vectorizer(texts, vocab_size=20)
-    ds = make_pipeline(texts, labels, vec, seq_len=64, batch_size=4, shuffle=True, seed=0)
+    ds = make_pipeline(texts, labels, TextPreprocessor(vec, 64), 4, shuffle=True, seed=0)
     widths, seen = set(), 0
     for ids, _labels in ds:
         widths.add(ids.shape[1])
@@ -83,11 +83,11 @@ def test_pipeline_pads_to_buckets_not_seq_len():
     assert seen == len(texts)
     assert widths <= {16, 32, 64} and 16 in widths
     # the 90-word text: padded to 128 with powers of two, to 96 with buckets every 32 tokens
-    coarse = make_pipeline(texts, labels, vec, seq_len=128, batch_size=4, shuffle=False, seed=0, bucket_width=None)
-    fine = make_pipeline(texts, labels, vec, seq_len=128, batch_size=4, shuffle=False, seed=0, bucket_width=32)
+    coarse = make_pipeline(texts, labels, TextPreprocessor(vec, 128), 4, shuffle=False, seed=0, bucket_width=None)
+    fine = make_pipeline(texts, labels, TextPreprocessor(vec, 128), 4, shuffle=False, seed=0, bucket_width=32)
     assert {ids.shape[1] for ids, _ in coarse} == {16, 32, 64, 128}
     assert {ids.shape[1] for ids, _ in fine} == {16, 32, 64, 96}
-    plain = make_pipeline(texts, labels, vec, seq_len=64, batch_size=4, shuffle=False, seed=0, bucketing=False)
+    plain = make_pipeline(texts, labels, TextPreprocessor(vec, 64), 4, shuffle=False, seed=0, bucketing=False)
     assert {ids.shape[1] for ids, _ in plain} == {64}
 
 
@@ -113,15 +113,16 @@ def test_pipeline_and_encode_truncate_alike():
     texts = [" ".join(f"w{i}" for i in range(n)) for n in (3, 12, 30)]
     vec = make_vectorizer(texts, vocab_size=50)
     for truncation in ("head", "tail", "head_tail"):
-        ds = make_pipeline(texts, [0, 1, 0], vec, seq_len=8, batch_size=3, shuffle=False, seed=0, truncation=truncation)
+        words = TextPreprocessor(vec, 8, truncation)
+        ds = make_pipeline(texts, [0, 1, 0], words, 3, shuffle=False, seed=0)
         (ids, _labels) = next(iter(ds))
         batch = sorted(tuple(int(t) for t in row if t) for row in ids.numpy())
-        rows = encode(texts, vec, 8, truncation)
+        rows = words.encode(texts)
         assert batch == sorted(tuple(r) for r in rows)
-        full = [list(r) for r in encode(texts, vec, 100)]
+        full = [list(r) for r in TextPreprocessor(vec, 100).encode(texts)]
         assert [list(r) for r in rows] == [_kept(r, 8, truncation) for r in full]
     vocab = vec.get_vocabulary()
-    assert [vocab[i] for i in encode(texts[2:], vec, 4, "tail")[0]] == ["w26", "w27", "w28", "w29"]
+    assert [vocab[i] for i in TextPreprocessor(vec, 4, "tail").encode(texts[2:])[0]] == ["w26", "w27", "w28", "w29"]
 
 
 def test_a_val_fraction_that_leaves_no_training_texts_is_refused():
@@ -137,7 +138,16 @@ def test_pipeline_knows_its_batch_count(bucketing, bucket_width):
     texts = ["word " * int(n) for n in rng.integers(1, 70, size=57)]
     labels = np.arange(len(texts)) % 2
     vec = make_vectorizer(texts, vocab_size=20)
-    ds = make_pipeline(texts, labels, vec, 64, 5, shuffle=True, seed=0, bucketing=bucketing, bucket_width=bucket_width)
+    ds = make_pipeline(
+        texts,
+        labels,
+        TextPreprocessor(vec, 64),
+        5,
+        shuffle=True,
+        seed=0,
+        bucketing=bucketing,
+        bucket_width=bucket_width,
+    )
     assert int(ds.cardinality()) > 0
     for _epoch in range(2):
         assert sum(1 for _ in ds) == int(ds.cardinality())
@@ -162,7 +172,7 @@ def test_the_processes_slices_of_each_batch_make_up_the_one_process_batch():
     vec = make_vectorizer(texts, vocab_size=40)
 
     def epochs(part, n=2):
-        ds = make_pipeline(texts, labels, vec, 8, 6, shuffle=True, seed=3, bucketing=False, part=part)
+        ds = make_pipeline(texts, labels, TextPreprocessor(vec, 8), 6, shuffle=True, seed=3, bucketing=False, part=part)
         return [[(ids.numpy(), y.numpy()) for ids, y in ds] for _ in range(n)]
 
     one, zero_of_two, one_of_two = epochs((0, 1)), epochs((0, 2)), epochs((1, 2))
@@ -174,4 +184,6 @@ def test_the_processes_slices_of_each_batch_make_up_the_one_process_batch():
             np.testing.assert_array_equal(np.concatenate([ids0, ids1]), ids)
             np.testing.assert_array_equal(np.concatenate([y0, y1]), y)
     with pytest.raises(ValueError, match="2 processes cannot split batches of 6 from 21 examples evenly"):
-        make_pipeline(texts[:21], labels[:21], vec, 8, 6, shuffle=True, seed=3, bucketing=False, part=(0, 2))
+        make_pipeline(
+            texts[:21], labels[:21], TextPreprocessor(vec, 8), 6, shuffle=True, seed=3, bucketing=False, part=(0, 2)
+        )

@@ -10,7 +10,7 @@ from mha_project.data.sources import load_dataset
 def evaluate_run(run_dir) -> dict:
     run = load_run(run_dir)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
-    test_ds = pipeline_from_cfg(run.cfg, data.test_texts, data.test_labels, run.vectorizer, shuffle=False)
+    test_ds = pipeline_from_cfg(run.cfg, data.test_texts, data.test_labels, run.preprocessor, shuffle=False)
     run.model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     loss, accuracy = run.model.evaluate(test_ds, verbose=0)
     return {

@@ -12,7 +12,6 @@ from mha_project.analysis.runs import as_run
 from mha_project.attention.plots import FIGURE_FORMATS, SCALES, attention_grid, attention_lines, save_figure_as
 from mha_project.attention.scores import normalized_entropy, scores_for_texts
 from mha_project.attention.summaries import write_attention_summaries
-from mha_project.data.pipeline import encode
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
@@ -56,10 +55,10 @@ def inspect_text(
         raise UserError(f"--out={out_path} is invalid: the extension must be one of .png, .svg, .pdf")
 
     notice = _truncation_notice(run, text)
-    if len(encode([text], run.vectorizer, run.seq_len, run.truncation)[0]) == 0:
+    if len(run.preprocessor.encode([text])[0]) == 0:
         raise UserError(f"text {text!r} has no tokens after standardisation (only punctuation or spaces)")
 
-    scores, tokens, real = scores_for_texts(run.model, run.vectorizer, [text], run.seq_len, run.truncation)
+    scores, tokens, real = scores_for_texts(run.model, run.preprocessor, [text])
     tokens = tokens[0]
     probs = run.model.predict(run.model_inputs([text]), verbose=0)[0]
     predicted = int(np.argmax(probs))
@@ -77,11 +76,9 @@ def inspect_text(
     write_attention_summaries(
         writer,
         run.model,
-        run.vectorizer,
+        run.preprocessor,
         [text],
-        run.seq_len,
         step=0,
-        truncation=run.truncation,
         class_names=run.class_names,
         max_tokens=max_tokens,
         prefix="inspect/",
@@ -128,13 +125,14 @@ def _chosen_heads(heads: str, per_layer: list[int]):
 
 
 def _truncation_notice(run, text: str) -> str | None:
-    full_length = int(ragged_ids(run.vectorizer, np.asarray([text], dtype=object)).row_lengths()[0])
-    if full_length <= run.seq_len:
+    words = run.preprocessor
+    full_length = int(ragged_ids(words.vectorizer, np.asarray([text], dtype=object)).row_lengths()[0])
+    if full_length <= words.seq_len:
         return None
     kept = {"head": "first", "tail": "last", "head_tail": "first quarter and last three quarters of the"}
     return (
-        f"notice: the text has {full_length} tokens; only the {kept[run.truncation]} {run.seq_len} are used "
-        f"(data.seq_len, data.truncation={run.truncation})"
+        f"notice: the text has {full_length} tokens; only the {kept[words.truncation]} {words.seq_len} are used "
+        f"(data.seq_len, data.truncation={words.truncation})"
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from mha_project.data.pipeline import encode, model_inputs, pad_batch, truncation_of
+from mha_project.data.pipeline import TextPreprocessor, pad_batch
 from mha_project.data.vocabulary import saved_vectorizer
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
@@ -34,20 +34,12 @@ class Run:
     path: Path
     cfg: DictConfig
     model: object
-    vectorizer: object
+    preprocessor: TextPreprocessor  # the run's vocabulary, seq_len and truncation
     metrics: dict
 
     @property
     def class_names(self) -> list[str]:
         return list(self.metrics["class_names"])
-
-    @property
-    def seq_len(self) -> int:
-        return int(self.cfg.data.seq_len)
-
-    @property
-    def truncation(self) -> str:
-        return truncation_of(self.cfg.data)
 
     def token_ids(self, texts) -> np.ndarray:
         """The encoder's input for ``texts`` (a list of strings, or one string as one text): their ids as
@@ -57,13 +49,13 @@ class Run:
         texts = _text_list(texts)
         if not texts:
             return np.zeros((0, 0), "int32")
-        return pad_batch(encode(texts, self.vectorizer, self.seq_len, self.truncation))
+        return pad_batch(self.preprocessor.encode(texts))
 
     def model_inputs(self, texts):
         """``model.keras``'s whole input for ``texts`` (a list of strings, or one string as one text): the
         token ids above, or, for a model that reads more of the raw text, a dict of them and its own inputs:
         ``run.model.predict(run.model_inputs(["the coffee was stale"]))``."""
-        return model_inputs(self.model, _text_list(texts), self.vectorizer, self.seq_len, self.truncation)
+        return self.preprocessor.model_inputs(self.model, _text_list(texts))
 
     def predict(self, texts) -> list[dict]:
         """Per text (a list of strings, or one string as one text), its class probabilities by class name,
@@ -111,7 +103,7 @@ def load_run(path, needs_attention: bool = False, needs_data: bool = True) -> Ru
     if needs_attention and not encoder_blocks(model):
         raise no_attention(path, cfg)
     vectorizer = saved_vectorizer(path / "vocab.txt", cfg.data.vocab_size)
-    return Run(path, cfg, model, vectorizer, metrics)
+    return Run(path, cfg, model, TextPreprocessor.of_run(cfg.data, vectorizer), metrics)
 
 
 def as_run(run, needs_attention: bool = False) -> Run:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from keras import ops
 
-from mha_project.data.pipeline import encode, pad_batch
+from mha_project.data.pipeline import pad_batch
 from mha_project.model.backbone import backbone_of, encoder_blocks
 
 
@@ -105,14 +105,14 @@ def has_cls_token(model) -> bool:
     return bool(getattr(backbone_of(model).get_layer("embedding"), "cls_token", False))
 
 
-def scores_for_texts(model, vectorizer, texts, seq_len: int, truncation: str = "head"):
-    """Tokenise ``texts`` like training did (``seq_len`` and ``truncation``, the run's ``data.*``).
+def scores_for_texts(model, preprocessor, texts):
+    """Tokenise ``texts`` like training did (``preprocessor``: the run's vocabulary, seq_len and truncation).
 
     Returns (scores per layer, tokens per text, real-position mask): with a ``[CLS]`` model, position 0
     of scores, tokens and mask is ``[CLS]``.
     """
-    vocab = vectorizer.get_vocabulary()
-    rows = encode(texts, vectorizer, seq_len, truncation)
+    vocab = preprocessor.vectorizer.get_vocabulary()
+    rows = preprocessor.encode(texts)
     ids = pad_batch(rows)
     cls = has_cls_token(model)
     tokens = [(["[CLS]"] if cls else []) + [vocab[i] for i in row] for row in rows]

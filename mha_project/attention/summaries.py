@@ -10,19 +10,16 @@ import tensorflow as tf
 
 from mha_project.attention.plots import attention_grid, figure_to_png
 from mha_project.attention.scores import attention_entropy, normalized_entropy, scores_for_texts
-from mha_project.data.pipeline import model_inputs
 from mha_project.extending import ATTENTION_RECORDS
 
 
 def write_attention_summaries(
     writer,
     model,
-    vectorizer,
+    preprocessor,
     texts,
-    seq_len: int,
     step: int,
     *,
-    truncation: str = "head",
     labels=None,
     class_names=None,
     max_tokens: int = 24,
@@ -36,8 +33,8 @@ def write_attention_summaries(
     ``run_label`` (not None): also the extras' records of the probes (``ATTENTION_RECORDS``: TensorBoard's
     Attention tab), the run listed under that label.
     """
-    scores, tokens, real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
-    probs = model.predict(model_inputs(model, texts, vectorizer, seq_len, truncation), verbose=0) if classify else None
+    scores, tokens, real = scores_for_texts(model, preprocessor, texts)
+    probs = model.predict(preprocessor.model_inputs(model, texts), verbose=0) if classify else None
     with writer.as_default(step=step):
         for l, layer_scores in enumerate(scores):
             images = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -44,16 +46,40 @@ def truncation_of(data_cfg) -> str:
     return str(data_cfg.truncation)
 
 
-def encode(texts, vectorizer, seq_len: int, truncation: str = "head") -> list[np.ndarray]:
-    """Token ids per text, truncated to seq_len (for inspection; training uses make_pipeline)."""
-    ragged = truncate_token_ids(ragged_ids(vectorizer, np.asarray(list(texts), dtype=object)), seq_len, truncation)
-    return [row.astype("int32") for row in ragged.numpy()]
+@dataclasses.dataclass(frozen=True)
+class TextPreprocessor:
+    """Text -> token ids as a run trains: its vocabulary (``vectorizer``, a ``TextVectorization``), ``seq_len``
+    and ``truncation`` (``data.*``), owned together as a keras-hub preprocessor owns its tokenizer and sequence
+    length; the pipelines, the attention tools and a finished run's ``Run`` all tokenise through one.
 
+    >>> import keras
+    >>> words = keras.layers.TextVectorization(vocabulary=["the", "coffee", "was", "fresh"])
+    >>> [row.tolist() for row in TextPreprocessor(words, seq_len=2, truncation="tail").encode(["the coffee was fresh"])]
+    [[4, 5]]
+    """
 
-def model_inputs(model, texts, vectorizer, seq_len: int, truncation: str = "head"):
-    """A classifier's input for ``texts``: their token ids, padded; for a model that reads more of the raw
-    text (it has ``text_inputs``: a bag of n-grams), a dict of those ids and its own inputs."""
-    return with_text_inputs(model, pad_batch(encode(texts, vectorizer, seq_len, truncation)), list(texts))
+    vectorizer: object
+    seq_len: int
+    truncation: str = "head"
+
+    @classmethod
+    def of_run(cls, data_cfg, vectorizer) -> TextPreprocessor:
+        """A run's: its ``data.seq_len`` and ``data.truncation`` around its vocabulary."""
+        return cls(vectorizer, int(data_cfg.seq_len), truncation_of(data_cfg))
+
+    def ids_in_graph(self, texts):
+        """A string tensor's truncated ids (a RaggedTensor), inside tf.data or a SavedModel."""
+        return truncate_token_ids(ragged_ids(self.vectorizer, texts), self.seq_len, self.truncation)
+
+    def encode(self, texts) -> list[np.ndarray]:
+        """Token ids per text, truncated to ``seq_len`` (for inspection; training batches with make_pipeline)."""
+        ragged = self.ids_in_graph(np.asarray(list(texts), dtype=object))
+        return [row.astype("int32") for row in ragged.numpy()]
+
+    def model_inputs(self, model, texts):
+        """A classifier's input for ``texts``: their token ids, padded; for a model that reads more of the raw
+        text (it has ``text_inputs``: a bag of n-grams), a dict of those ids and its own inputs."""
+        return with_text_inputs(model, pad_batch(self.encode(texts)), list(texts))
 
 
 def with_text_inputs(model, token_ids, texts):
@@ -97,47 +123,43 @@ def bucket_boundaries(seq_len: int, width: int | None = None) -> list[int]:
     return bounds + [seq_len]
 
 
-def pipeline_from_cfg(cfg, texts, labels, vectorizer, *, shuffle: bool, batch_size: int | None = None, part=(0, 1)):
-    """``make_pipeline`` with a run's own settings (seq_len, batch size, seed, buckets): training,
-    evaluation, pretraining, head importance and the benchmark all batch a run's texts exactly the same
-    way. ``batch_size`` defaults to ``trainer.batch_size`` (the pretraining stage passes its own);
-    ``part`` is ``(process, processes)`` (see :func:`batch_token_ids`): every process batches the same
-    texts, less the last ``len(texts) % processes``, so that every batch splits evenly."""
+def pipeline_from_cfg(cfg, texts, labels, preprocessor, *, shuffle: bool, batch_size: int | None = None, part=(0, 1)):
+    """``make_pipeline`` with a run's own settings (batch size, seed, buckets) and its ``preprocessor``
+    (:class:`TextPreprocessor`): training, evaluation, pretraining, head importance and the benchmark all batch a
+    run's texts exactly the same way. ``batch_size`` defaults to ``trainer.batch_size`` (the pretraining stage
+    passes its own); ``part`` is ``(process, processes)`` (see :func:`batch_token_ids`): every process batches
+    the same texts, less the last ``len(texts) % processes``, so that every batch splits evenly."""
     if part[1] > 1:
         kept = len(texts) - len(texts) % part[1]
         texts, labels = select_texts(texts, np.arange(kept)), np.asarray(labels)[:kept]
     return make_pipeline(
         texts,
         labels,
-        vectorizer,
-        int(cfg.data.seq_len),
+        preprocessor,
         int(cfg.trainer.batch_size if batch_size is None else batch_size),
         shuffle=shuffle,
         seed=int(cfg.seed),
         bucketing=bool(cfg.data.bucketing),
         bucket_width=cfg.data.get("bucket_width"),
         shuffle_buffer=cfg.data.get("shuffle_buffer"),
-        truncation=truncation_of(cfg.data),
         part=part,
         text_inputs=text_inputs_of(cfg),
     )
 
 
-def make_pipeline(
-    texts, labels, vectorizer, seq_len: int, batch_size: int, truncation: str = "head", text_inputs=None, **options
-):
-    """tf.data: tokenise -> truncate (``truncation``) -> then :func:`batch_token_ids` with ``options``
+def make_pipeline(texts, labels, preprocessor: TextPreprocessor, batch_size: int, text_inputs=None, **options):
+    """tf.data: tokenise and truncate (``preprocessor``) -> then :func:`batch_token_ids` with ``options``
     (``shuffle``, ``seed``, ``bucketing``, ``bucket_width``, ``cache``): cache, reshuffle, bucketed
     batches, prefetch. With ``text_inputs`` (:func:`text_inputs_of`), each text rides beside its ids to
     its batch, where ``text_inputs`` adds the model's other inputs: ``({"token_ids": ..., **those}, label)``."""
 
     def tokenise(text, label):
-        ids = tf.cast(truncate_token_ids(ragged_ids(vectorizer, text), seq_len, truncation), tf.int32)
+        ids = tf.cast(preprocessor.ids_in_graph(text), tf.int32)
         return ids, (label if text_inputs is None else (label, text))
 
     ds = tf.data.Dataset.zip(text_dataset(texts), tf.data.Dataset.from_tensor_slices(np.asarray(labels, "int32")))
     ds = ds.batch(1024).map(tokenise, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    ds = batch_token_ids(_dense_rows(ds), len(texts), seq_len, batch_size, **options)
+    ds = batch_token_ids(_dense_rows(ds), len(texts), preprocessor.seq_len, batch_size, **options)
     if text_inputs is None:
         return ds
     return ds.map(

@@ -22,17 +22,14 @@ import tensorflow as tf
 
 from mha_project.atomic import replaced_atomically
 from mha_project.attention.summaries import write_attention_summaries
-from mha_project.data.pipeline import encode
 from mha_project.extending import PROCESS_LOCAL
 
 
 def tensorboard_callbacks(
     logger_cfg,
     log_dir: Path,
-    vectorizer,
+    preprocessor,
     probes: list[str],
-    seq_len: int,
-    truncation: str,
     *,
     label: str,
     labels=None,
@@ -52,15 +49,13 @@ def tensorboard_callbacks(
         callbacks.append(
             AttentionLogger(
                 Path(log_dir),  # the run's own TensorBoard run (its HParams session): no run of its own
-                vectorizer,
+                preprocessor,
                 probes,
-                seq_len,
                 attention.every_n_epochs,
                 labels=labels,
                 class_names=class_names,
                 max_tokens=attention.max_tokens,
                 classify=classify,
-                truncation=truncation,
                 run_label=label,
                 log_initial=log_initial,
             )
@@ -83,15 +78,13 @@ class AttentionLogger(keras.callbacks.Callback):
     def __init__(
         self,
         log_dir,
-        vectorizer,
+        preprocessor,
         texts,
-        seq_len: int,
         every_n_epochs: int = 1,
         labels=None,
         class_names=None,
         max_tokens: int = 24,
         classify: bool = True,
-        truncation: str = "head",
         run_label: str | None = None,
         log_initial: bool = False,
     ):
@@ -101,15 +94,13 @@ class AttentionLogger(keras.callbacks.Callback):
 
         self.classify = classify
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
-        self.vectorizer = vectorizer
+        self.preprocessor = preprocessor
         # A probe with no tokens (empty, or punctuation only) has no attention to draw: leave it out.
-        keep = [i for i, row in enumerate(encode(list(texts), vectorizer, seq_len, truncation)) if len(row) > 0]
+        keep = [i for i, row in enumerate(preprocessor.encode(list(texts))) if len(row) > 0]
         self.texts = [list(texts)[i] for i in keep]
         labels = None if labels is None else [labels[i] for i in keep]
         self.labels = labels
         self.class_names = class_names
-        self.seq_len = seq_len
-        self.truncation = truncation
         self.every_n_epochs = every_n_epochs
         self.max_tokens = max_tokens
 
@@ -127,11 +118,9 @@ class AttentionLogger(keras.callbacks.Callback):
         write_attention_summaries(
             self.writer,
             model,
-            self.vectorizer,
+            self.preprocessor,
             self.texts,
-            self.seq_len,
             epoch,  # the step of the epoch scalars (EpochTensorBoard), so the attention lines up with them
-            truncation=self.truncation,
             labels=self.labels,
             class_names=self.class_names,
             max_tokens=self.max_tokens,

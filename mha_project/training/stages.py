@@ -15,7 +15,7 @@ import tensorflow as tf
 from omegaconf import DictConfig
 
 from mha_project.atomic import write_text_atomic
-from mha_project.data.pipeline import pipeline_from_cfg
+from mha_project.data.pipeline import TextPreprocessor, pipeline_from_cfg
 from mha_project.data.sources import TextSplits, load_dataset
 from mha_project.data.vocabulary import run_vectorizer, save_vocabulary
 from mha_project.errors import ConfigError, UserError
@@ -66,10 +66,11 @@ def prepare_process(cfg: DictConfig):
 
 @dataclasses.dataclass
 class Inputs:
-    """What the later stages read: the texts, the vocabulary and the three pipelines."""
+    """What the later stages read: the texts, how they become ids (the vocabulary, seq_len, truncation) and the
+    three pipelines."""
 
     data: TextSplits
-    vectorizer: keras.layers.TextVectorization
+    preprocessor: TextPreprocessor
     train: tf.data.Dataset
     val: tf.data.Dataset
     test: tf.data.Dataset
@@ -87,6 +88,7 @@ def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
     vectorizer = run_vectorizer(
         cfg.data, data.train_texts, cfg.seed, run_dir / VOCAB_FILE, [w for f in RESERVED_WORDS for w in f(cfg)]
     )
+    preprocessor = TextPreprocessor.of_run(cfg.data, vectorizer)
     part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))
     if part[1] > 1:
         batch = cfg.trainer.batch_size
@@ -97,10 +99,10 @@ def prepare_inputs(cfg: DictConfig, run_dir: Path, strategy=None) -> Inputs:
     val_batch = cfg.trainer.batch_size // part[1]
     return Inputs(
         data,
-        vectorizer,
-        pipeline_from_cfg(cfg, data.train_texts, data.train_labels, vectorizer, shuffle=True, part=part),
-        pipeline_from_cfg(cfg, data.val_texts, data.val_labels, vectorizer, shuffle=False, batch_size=val_batch),
-        pipeline_from_cfg(cfg, data.test_texts, data.test_labels, vectorizer, shuffle=False),
+        preprocessor,
+        pipeline_from_cfg(cfg, data.train_texts, data.train_labels, preprocessor, shuffle=True, part=part),
+        pipeline_from_cfg(cfg, data.val_texts, data.val_labels, preprocessor, shuffle=False, batch_size=val_batch),
+        pipeline_from_cfg(cfg, data.test_texts, data.test_labels, preprocessor, shuffle=False),
     )
 
 
@@ -138,7 +140,7 @@ def plan_fit(cfg: DictConfig, inputs: Inputs) -> FitPlan:
 def save_vocabulary_once(run_dir: Path, inputs: Inputs) -> None:
     """``vocab.txt``, once every check has passed (a resumed run's is the one it read)."""
     if not (run_dir / VOCAB_FILE).exists():
-        save_vocabulary(inputs.vectorizer, run_dir / VOCAB_FILE)
+        save_vocabulary(inputs.preprocessor.vectorizer, run_dir / VOCAB_FILE)
 
 
 def backbone_from_extras(cfg: DictConfig, job, record, inputs: Inputs, strategy):
@@ -151,7 +153,7 @@ def backbone_from_extras(cfg: DictConfig, job, record, inputs: Inputs, strategy)
 def build_model(cfg: DictConfig, run_dir: Path, inputs: Inputs, strategy, plan: FitPlan, backbone=None):
     """The compiled classifier, on ``backbone`` when given (an extra's, pretrained); writes its summary."""
     with strategy.scope():
-        vocab_size, num_classes = inputs.vectorizer.vocabulary_size(), inputs.data.num_classes
+        vocab_size, num_classes = inputs.preprocessor.vectorizer.vocabulary_size(), inputs.data.num_classes
         model = build_classifier(cfg.model, vocab_size, num_classes, backbone, dtype=cfg.trainer.precision)
         for ready in MODEL_READY:  # what an extra's part learns from the training data first (mha_project/extending.py)
             ready(cfg, model, inputs)
@@ -198,10 +200,8 @@ def fit_stage(cfg: DictConfig, job, record, model, inputs: Inputs, plan: FitPlan
     after_csv = tensorboard_callbacks(
         cfg.logger,
         run_dir / "tensorboard",
-        inputs.vectorizer,
+        inputs.preprocessor,
         probes,
-        cfg.data.seq_len,
-        cfg.data.truncation,
         label=run_label(job),
         labels=labels,
         class_names=inputs.data.class_names,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_clean_failure, compose_cfg, run_script, write_folder_dataset
-from mha_project.data.pipeline import make_pipeline
+from mha_project.data.pipeline import TextPreprocessor, make_pipeline
 from mha_project.data.sources import concat_texts, load_dataset, text_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.errors import ConfigError
@@ -88,8 +88,10 @@ def test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory(tmp_path
     assert sorted(listed.train_texts + listed.val_texts) == sorted(in_memory)
     # The pipeline reading files gives the same batches as the same texts held in memory.
     vec = make_vectorizer(list(d.train_texts), vocab_size=50)
-    from_files = make_pipeline(d.train_texts, d.train_labels, vec, 16, 4, shuffle=False, seed=0)
-    from_memory = make_pipeline(list(d.train_texts), d.train_labels, vec, 16, 4, shuffle=False, seed=0)
+    from_files = make_pipeline(d.train_texts, d.train_labels, TextPreprocessor(vec, 16), 4, shuffle=False, seed=0)
+    from_memory = make_pipeline(
+        list(d.train_texts), d.train_labels, TextPreprocessor(vec, 16), 4, shuffle=False, seed=0
+    )
     for (ids_f, y_f), (ids_m, y_m) in zip(from_files, from_memory, strict=True):
         np.testing.assert_array_equal(ids_f.numpy(), ids_m.numpy())
         np.testing.assert_array_equal(y_f.numpy(), y_m.numpy())

@@ -173,13 +173,12 @@ def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
 
 
 def test_attention_logger_leaves_out_probes_without_tokens(tmp_path):
+    from mha_project.data.pipeline import TextPreprocessor
     from mha_project.data.vocabulary import make_vectorizer
     from mha_project.training.callbacks import AttentionLogger
 
-    vectorizer = make_vectorizer(["great coffee", "bad tea"], vocab_size=10)
-    logger = AttentionLogger(
-        tmp_path, vectorizer, ["", "great coffee", "?!", "bad tea"], seq_len=8, labels=[0, 1, 0, 1]
-    )
+    words = TextPreprocessor(make_vectorizer(["great coffee", "bad tea"], vocab_size=10), seq_len=8)
+    logger = AttentionLogger(tmp_path, words, ["", "great coffee", "?!", "bad tea"], labels=[0, 1, 0, 1])
     assert logger.texts == ["great coffee", "bad tea"] and logger.labels == [1, 1]
 
 

@@ -87,7 +87,7 @@ def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_expor
 
     def ratios(texts, labels):
         layer = NaiveBayesNgrams(2, buckets=512)
-        layer.adapt(pipeline_from_cfg(cfg, texts, labels, run.vectorizer, shuffle=False).as_numpy_iterator())
+        layer.adapt(pipeline_from_cfg(cfg, texts, labels, run.preprocessor, shuffle=False).as_numpy_iterator())
         return np.asarray(layer.ratios)
 
     np.testing.assert_allclose(saved, ratios(data.train_texts, data.train_labels), rtol=1e-5, atol=1e-6)
@@ -224,13 +224,14 @@ def test_the_bag_reads_each_distinct_ngram_of_the_raw_text_with_its_count(max_n)
 
 
 def test_the_bag_reads_the_whole_text_past_seq_len_and_outside_the_vocabulary():
-    from mha_project.data.pipeline import pipeline_from_cfg
+    from mha_project.data.pipeline import TextPreprocessor, pipeline_from_cfg
     from mha_project.data.vocabulary import make_vectorizer
 
     cfg = compose_cfg("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=4096", "seq_len=8")
     vectorizer = make_vectorizer(["good tea good"], vocab_size=10)  # "zymurgy" is no word of it
+    words = TextPreprocessor.of_run(cfg.data, vectorizer)
     text = "good tea " * 20 + "zymurgy"
-    ((inputs, label),) = pipeline_from_cfg(cfg, [text], [1], vectorizer, shuffle=False).as_numpy_iterator()
+    ((inputs, label),) = pipeline_from_cfg(cfg, [text], [1], words, shuffle=False).as_numpy_iterator()
     assert inputs["token_ids"].shape == (1, 8) and int(label[0]) == 1  # the encoder reads 8 ids
     counts = dict(inputs["ngrams"][0].tolist())
     assert counts[hashed("tea zymurgy", 4096)] == 1  # the bag: the text's last bigram

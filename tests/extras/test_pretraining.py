@@ -240,21 +240,23 @@ def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
 
 
 def test_encode_masked_text_and_its_errors():
+    from mha_project.data.pipeline import TextPreprocessor
     from mha_project.data.vocabulary import make_vectorizer
     from mha_project.extras.pretraining.fill_mask import encode_masked_text
     from mha_project.extras.pretraining.masking import with_mask_token
 
     vectorizer = make_vectorizer(None, 10, vocabulary=with_mask_token(["the", "coffee", "was"], 10))
-    ids = encode_masked_text("The coffee [mask] was [MASK]", vectorizer, seq_len=10)
+    ids = encode_masked_text("The coffee [mask] was [MASK]", TextPreprocessor(vectorizer, seq_len=10))
     assert ids.tolist() == [2, 3, 5, 4, 5]
     with pytest.raises(UserError, match=r"has no \[MASK\]"):
-        encode_masked_text("the coffee", vectorizer, seq_len=10)
+        encode_masked_text("the coffee", TextPreprocessor(vectorizer, seq_len=10))
+    head, tail = TextPreprocessor(vectorizer, seq_len=2), TextPreprocessor(vectorizer, seq_len=2, truncation="tail")
     with pytest.raises(UserError, match=r"outside the 2 tokens the model reads \(data.seq_len=2, data.truncation=head"):
-        encode_masked_text("the coffee was [MASK]", vectorizer, seq_len=2)
+        encode_masked_text("the coffee was [MASK]", head)
     # ... which data.truncation=tail keeps: the stage read the texts' ends
-    assert encode_masked_text("the coffee was [MASK]", vectorizer, seq_len=2, truncation="tail").tolist() == [4, 5]
+    assert encode_masked_text("the coffee was [MASK]", tail).tolist() == [4, 5]
     with pytest.raises(UserError, match="data.truncation=tail"):
-        encode_masked_text("[MASK] coffee was the", vectorizer, seq_len=2, truncation="tail")
+        encode_masked_text("[MASK] coffee was the", tail)
 
 
 @pytest.mark.parametrize(

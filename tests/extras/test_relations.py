@@ -135,7 +135,7 @@ def test_positions_the_rule_does_not_relate_are_followed_by_no_head(relation_run
             "elsewhere": [(q, k) for q, k in [(at - 3, at + 2), (at + 3, at - 2)] if 0 <= min(q, k) and max(q, k) < 16]
         }
 
-    (measured,) = relation_heads(run.model, run.vectorizer, texts, elsewhere, run.seq_len)
+    (measured,) = relation_heads(run.model, run.preprocessor, texts, elsewhere)
     assert measured["head"] is None and np.max(measured["mass"]) < 2 * measured["chance"], measured
 
 

@@ -18,7 +18,7 @@ def test_the_export_reads_the_tokens_training_read(tmp_path: Path, truncation, o
     import numpy as np
     import tensorflow as tf
 
-    from mha_project.data.pipeline import encode, pad_batch
+    from mha_project.data.pipeline import TextPreprocessor, pad_batch
     from mha_project.data.vocabulary import make_vectorizer
     from mha_project.extras.savedmodel.export import export_inference_model
     from mha_project.model.classifier import build_classifier
@@ -28,13 +28,15 @@ def test_the_export_reads_the_tokens_training_read(tmp_path: Path, truncation, o
     vectorizer = make_vectorizer(texts, 20)
     keras.utils.set_random_seed(0)
     model = build_classifier(cfg.model, vectorizer.vocabulary_size(), 2)
-    export_inference_model(model, vectorizer, 8, tmp_path / "export", truncation)
+    export_inference_model(model, TextPreprocessor(vectorizer, 8, truncation), tmp_path / "export")
     exported = tf.saved_model.load(str(tmp_path / "export"))  # held: its variables live as long as it does
     served = exported.serve(tf.constant(texts))["scores"].numpy()
-    trained_on = model.predict(pad_batch(encode(texts, vectorizer, 8, truncation)), verbose=0)
+    trained_on = model.predict(pad_batch(TextPreprocessor(vectorizer, 8, truncation).encode(texts)), verbose=0)
     np.testing.assert_allclose(served, trained_on, atol=1e-5)
     # ... and the texts are long enough for the other truncation to give other answers
-    assert not np.allclose(served, model.predict(pad_batch(encode(texts, vectorizer, 8, other)), verbose=0), atol=1e-4)
+    assert not np.allclose(
+        served, model.predict(pad_batch(TextPreprocessor(vectorizer, 8, other).encode(texts)), verbose=0), atol=1e-4
+    )
 
 
 @pytest.mark.slow

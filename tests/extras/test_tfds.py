@@ -7,7 +7,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from conftest import assert_clean_failure, compose_cfg, run_script
-from mha_project.data.pipeline import make_pipeline
+from mha_project.data.pipeline import TextPreprocessor, make_pipeline
 from mha_project.data.sources import ChainedTexts, concat_texts, load_dataset, text_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.errors import ConfigError
@@ -49,8 +49,8 @@ def test_tfds_texts_stay_in_tfds_and_batch_exactly_as_texts_in_memory(monkeypatc
         assert d.train_texts[3] == texts[3] == d.train_texts[np.int64(3)] and d.train_texts[2:5] == texts[2:5]
         # The pipeline reading TFDS gives the same batches as the same texts held in memory.
         vec = make_vectorizer(texts, vocab_size=50)
-        streamed = make_pipeline(d.train_texts, d.train_labels, vec, 16, 4, shuffle=False, seed=0)
-        in_memory = make_pipeline(texts, d.train_labels, vec, 16, 4, shuffle=False, seed=0)
+        streamed = make_pipeline(d.train_texts, d.train_labels, TextPreprocessor(vec, 16), 4, shuffle=False, seed=0)
+        in_memory = make_pipeline(texts, d.train_labels, TextPreprocessor(vec, 16), 4, shuffle=False, seed=0)
         for (ids_s, y_s), (ids_m, y_m) in zip(streamed, in_memory, strict=True):
             np.testing.assert_array_equal(ids_s.numpy(), ids_m.numpy())
             np.testing.assert_array_equal(y_s.numpy(), y_m.numpy())

@@ -90,7 +90,7 @@ def importance_figure(result: dict, title: str):
 def run_head_importance(run_dir, out=None) -> dict:
     run = load_run(run_dir, needs_attention=True)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
-    val = pipeline_from_cfg(run.cfg, data.val_texts, data.val_labels, run.vectorizer, shuffle=False)
+    val = pipeline_from_cfg(run.cfg, data.val_texts, data.val_labels, run.preprocessor, shuffle=False)
     result = head_importance(run.model, val)
     out_dir = run.path / "head_importance" if out is None else Path(out)
     if out_dir.exists() and not out_dir.is_dir():

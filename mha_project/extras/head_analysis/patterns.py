@@ -53,7 +53,7 @@ from mha_project.analysis.runs import load_masked_lm, load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mha_project.attention.plots import figure_to_png, label_color, plt
 from mha_project.attention.scores import attention_scores, has_cls_token, normalized_entropy_rows, scores_for_texts
-from mha_project.data.pipeline import encode, pad_batch
+from mha_project.data.pipeline import pad_batch
 from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
 from mha_project.extending import RELATION_LINKS
@@ -118,18 +118,16 @@ def label_head(stats: dict) -> str:
     return "mixed"
 
 
-def model_head_patterns(
-    model, vectorizer, texts, seq_len: int, batch_size: int = 32, truncation: str = "head"
-) -> list[dict]:
+def model_head_patterns(model, preprocessor, texts, batch_size: int = 32) -> list[dict]:
     """Run ``model`` on ``texts`` and return one dict per (layer, head), the statistics pooled over texts.
 
     Texts are batched by length (sorted), so little padding is computed; the statistics are means over
     all real query rows of all texts, weighted per row.
     """
-    rows = [r for r in encode(texts, vectorizer, seq_len, truncation) if len(r) > 0]
+    rows = [r for r in preprocessor.encode(texts) if len(r) > 0]
     rows.sort(key=len)
     cls = has_cls_token(model)
-    vocab = vectorizer.get_vocabulary()
+    vocab = preprocessor.vectorizer.get_vocabulary()
     sums: dict = {}
     lift: dict = {}  # layer -> (heads, vocab) sum of column sums; counts per token id
     counts = np.zeros(len(vocab) + 1)
@@ -155,7 +153,7 @@ def model_head_patterns(
     return heads
 
 
-def relation_heads(model, vectorizer, texts, links, seq_len: int, truncation: str = "head", batch_size: int = 64):
+def relation_heads(model, preprocessor, texts, links, batch_size: int = 64):
     """For each relation ``links(words)`` names in the texts: every head's mean attention from the relation's
     query position to its key position, the chance level (mean 1/n), and the head that follows it (the
     largest mass, if >= :data:`RELATION_LIFT` x chance), as ``{"relation", "pairs", "chance", "mass", "head"}``.
@@ -164,7 +162,7 @@ def relation_heads(model, vectorizer, texts, links, seq_len: int, truncation: st
     sums: dict = {}  # relation -> [mass (layers, heads), pairs, sum of 1/n]
     for start in range(0, len(texts), batch_size):
         chunk = list(texts[start : start + batch_size])
-        scores, tokens, _ = scores_for_texts(model, vectorizer, chunk, seq_len, truncation)
+        scores, tokens, _ = scores_for_texts(model, preprocessor, chunk)
         layers = np.stack(scores)  # (layers, batch, heads, T, T)
         for b, (text, n) in enumerate(zip(chunk, map(len, tokens))):
             for relation, pairs in links(text.split()).items():
@@ -347,11 +345,9 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     model, base = run.model, run.path
     if pretrained:
         model, base = load_masked_lm(run.path), run.path / STAGE_DIR
-    heads = model_head_patterns(model, run.vectorizer, texts, run.seq_len, truncation=run.truncation)
+    heads = model_head_patterns(model, run.preprocessor, texts)
     links = next((found for found in (rule(run.cfg.data) for rule in RELATION_LINKS) if found), None)
-    relations = (
-        [] if links is None else relation_heads(model, run.vectorizer, texts, links, run.seq_len, run.truncation)
-    )
+    relations = [] if links is None else relation_heads(model, run.preprocessor, texts, links)
     result = {
         "run_dir": str(run.path),
         "texts": len(texts),

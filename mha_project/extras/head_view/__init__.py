@@ -44,11 +44,9 @@ def write_probe_page(cfg, run_dir, model, inputs) -> None:
     write_head_view(
         run_dir / PAGE_FILE,
         model,
-        inputs.vectorizer,
+        inputs.preprocessor,
         probes,
-        cfg.data.seq_len,
         inputs.data.class_names,
-        truncation=cfg.data.truncation,
         labels=labels,
         title=f"{run_dir.name}: {cfg.model.num_layers} layer(s) x {cfg.model.num_heads} heads, {inputs.data.name}",
     )

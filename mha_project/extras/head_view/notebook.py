@@ -16,7 +16,7 @@ def show(run, texts, title: str = "") -> HeadView:
     ``Run``) on ``texts`` (a string or a list): ``show("outputs/runs/latest", "great tea")`` in a notebook."""
     run = as_run(run, needs_attention=True)
     texts = [texts] if isinstance(texts, str) else list(texts)
-    items = head_view_items(run.model, run.vectorizer, texts, run.seq_len, run.class_names, run.truncation)
+    items = head_view_items(run.model, run.preprocessor, texts, run.class_names)
     if not items:
         raise UserError("none of the texts has a word in the run's vocabulary: nothing to show")
     return HeadView(head_view_html(items, title or f"{Path(run.path).name}: attention head view"))
@@ -31,7 +31,7 @@ def compare(left, right, texts, right_texts=None, titles=None) -> HeadView:
         texts if right_texts is None else ([right_texts] if isinstance(right_texts, str) else list(right_texts))
     )
     sides = [
-        head_view_items(run.model, run.vectorizer, side_texts, run.seq_len, run.class_names, run.truncation)
+        head_view_items(run.model, run.preprocessor, side_texts, run.class_names)
         for run, side_texts in zip(runs, (texts, right_texts))
     ]
     if not all(sides):

@@ -32,7 +32,6 @@ from mha_project.atomic import write_text_atomic
 from mha_project.attention import MIN_WEIGHT, quantize
 from mha_project.attention.scores import scores_for_texts
 from mha_project.attention.summaries import prediction_caption
-from mha_project.data.pipeline import encode, model_inputs
 from mha_project.errors import message_line
 from mha_project.extras.head_view.assets import asset
 
@@ -168,17 +167,17 @@ def render(tokens, attention, path=None, title: str = "attention head view", cap
     return view
 
 
-def head_view_items(model, vectorizer, texts, seq_len: int, class_names=None, truncation: str = "head", labels=None):
+def head_view_items(model, preprocessor, texts, class_names=None, labels=None):
     """Each text with a token as the page shows it: tokens, the model's attention per layer, a caption
     naming the prediction (and, with ``labels``, the true label)."""
-    rows = encode(list(texts), vectorizer, seq_len, truncation)
+    rows = preprocessor.encode(list(texts))
     kept = [k for k, row in enumerate(rows) if len(row) > 0]
     texts = [texts[k] for k in kept]
     labels = None if labels is None else [labels[k] for k in kept]
     if not texts:
         return []
-    scores, tokens, _real = scores_for_texts(model, vectorizer, texts, seq_len, truncation)
-    probs = model.predict(model_inputs(model, texts, vectorizer, seq_len, truncation), verbose=0)
+    scores, tokens, _real = scores_for_texts(model, preprocessor, texts)
+    probs = model.predict(preprocessor.model_inputs(model, texts), verbose=0)
     items = []
     for k, text in enumerate(texts):
         caption = prediction_caption(probs[k], class_names, None if labels is None else labels[k])
@@ -196,17 +195,15 @@ def head_view_items(model, vectorizer, texts, seq_len: int, class_names=None, tr
 def write_head_view(
     path,
     model,
-    vectorizer,
+    preprocessor,
     texts,
-    seq_len: int,
     class_names=None,
     title: str = "",
-    truncation: str = "head",
     labels=None,
 ) -> Path | None:
     """Compute the attention of ``model`` on ``texts`` and write the page to ``path`` (atomically); None when
     no text has a token."""
-    items = head_view_items(model, vectorizer, texts, seq_len, class_names, truncation, labels)
+    items = head_view_items(model, preprocessor, texts, class_names, labels)
     if not items:
         return None
     return HeadView(head_view_html(items, title or "attention head view")).save(path)

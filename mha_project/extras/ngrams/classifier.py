@@ -138,7 +138,7 @@ def adapt_bag(cfg, model, inputs) -> None:
 
     if isinstance(getattr(model, "ngram_branch", None), LinearNgramLayer):
         data = inputs.data
-        train = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, inputs.vectorizer, shuffle=False)
+        train = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, inputs.preprocessor, shuffle=False)
         model.ngram_branch.adapt(train.as_numpy_iterator())
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mha_project.atomic import new_file_mode
-from mha_project.data.pipeline import encode, with_text_inputs
+from mha_project.data.pipeline import with_text_inputs
 from mha_project.errors import UserError, message_line
 from mha_project.extras.tables.tables import PARQUET_EXTRA, TABLE_FORMATS, same_file, table_chunks
 
@@ -319,15 +319,15 @@ def predict_file(
 
 
 def _batches(run, texts: list[str], rows: list[int], batch_size: int):
-    """``(rows, token ids)`` batches of the run's own ids (``encode``, as ``Run.token_ids``), texts of similar
+    """``(rows, token ids)`` batches of the run's own ids (its preprocessor's, as ``Run.token_ids``), texts of similar
     length together and each batch padded to a multiple of 32 tokens: padding is masked, so the probabilities
     are the same, and the model sees a few shapes instead of one per batch."""
-    encoded = encode(texts, run.vectorizer, run.seq_len, run.truncation)
+    encoded = run.preprocessor.encode(texts)
     order = np.argsort([len(ids) for ids in encoded], kind="stable")
     for begin in range(0, len(order), batch_size):
         chosen = order[begin : begin + batch_size]
         width = max(1, max(len(encoded[k]) for k in chosen))
-        ids = np.zeros((len(chosen), min(-(-width // 32) * 32, max(run.seq_len, width))), "int32")
+        ids = np.zeros((len(chosen), min(-(-width // 32) * 32, max(run.preprocessor.seq_len, width))), "int32")
         for row, k in enumerate(chosen):
             ids[row, : len(encoded[k])] = encoded[k]
         yield [rows[k] for k in chosen], with_text_inputs(run.model, ids, [texts[k] for k in chosen])

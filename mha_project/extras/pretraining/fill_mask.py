@@ -13,16 +13,17 @@ from keras import ops
 from omegaconf import OmegaConf
 
 from mha_project.analysis.runs import load_masked_lm
-from mha_project.data.pipeline import truncate_token_ids, truncation_of
+from mha_project.data.pipeline import TextPreprocessor, truncate_token_ids
 from mha_project.data.vocabulary import ragged_ids, saved_vectorizer
 from mha_project.errors import UserError
 from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of
 from mha_project.run_dir import MODEL_FILE, STAGE_DIR
 
 
-def encode_masked_text(text: str, vectorizer, seq_len: int, truncation: str = "head") -> np.ndarray:
-    """Token ids of ``text`` with each ``[MASK]`` (any letter case) as the mask id; truncated to seq_len
-    as training truncates (``data.truncation``)."""
+def encode_masked_text(text: str, preprocessor: TextPreprocessor) -> np.ndarray:
+    """Token ids of ``text`` with each ``[MASK]`` (any letter case) as the mask id; truncated as training
+    truncates (the ``preprocessor``'s seq_len and truncation)."""
+    vectorizer, seq_len, truncation = preprocessor.vectorizer, preprocessor.seq_len, preprocessor.truncation
     pieces = re.split(r"\[mask\]", text, flags=re.IGNORECASE)
     if len(pieces) == 1:
         raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
@@ -42,12 +43,10 @@ def encode_masked_text(text: str, vectorizer, seq_len: int, truncation: str = "h
     return kept.astype("int32")
 
 
-def fill_mask(
-    model, vectorizer, text: str, seq_len: int, top_k: int = 5, truncation: str = "head"
-) -> list[list[tuple[str, float]]]:
+def fill_mask(model, preprocessor: TextPreprocessor, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
     """For each ``[MASK]`` in ``text``: the ``top_k`` words with their probabilities."""
-    ids = encode_masked_text(text, vectorizer, seq_len, truncation)  # checks that there is a [MASK] id
-    vocabulary = vectorizer.get_vocabulary()
+    ids = encode_masked_text(text, preprocessor)  # checks that there is a [MASK] id
+    vocabulary = preprocessor.vectorizer.get_vocabulary()
     mask_id = vocabulary.index(MASK_TOKEN)
     positions = np.flatnonzero(ids == mask_id).astype("int32")
     model = getattr(model, "generator", model)  # ELECTRA: its generator is the masked LM
@@ -82,4 +81,4 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
         raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
     model = load_masked_lm(run_dir)
     vectorizer = saved_vectorizer(run_dir / "vocab.txt", cfg.data.vocab_size)
-    return fill_mask(model, vectorizer, text, int(cfg.data.seq_len), top_k, truncation_of(cfg.data))
+    return fill_mask(model, TextPreprocessor.of_run(cfg.data, vectorizer), text, top_k)

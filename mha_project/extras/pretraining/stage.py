@@ -57,7 +57,7 @@ class PretrainedBackbone:
 
     def check(self, cfg, inputs) -> None:
         """``pretrain.from_run``'s encoder and vocabulary fit this run: checked before the record is written."""
-        self.source = check_pretrained_source(cfg, inputs.vectorizer) if cfg.pretrain.from_run else None
+        self.source = check_pretrained_source(cfg, inputs.preprocessor.vectorizer) if cfg.pretrain.from_run else None
 
     def backbone(self, cfg, job, record, inputs, strategy):
         """Run the stage (recorded as ``pretrained``; a resumed run after it skips it) and return the
@@ -74,7 +74,7 @@ class PretrainedBackbone:
                     texts = concat_texts(texts, unlabeled)
                 with strategy.scope():
                     stage_dir = job.run_dir / STAGE_DIR
-                    summary = run_pretraining(cfg, stage_dir, inputs.vectorizer, texts, run_label(job))
+                    summary = run_pretraining(cfg, stage_dir, inputs.preprocessor, texts, run_label(job))
             record.finish_stage("pretrained", pretrain=summary)
         if not uses_pretraining(cfg):
             return None
@@ -94,13 +94,13 @@ def pretrained_backbone(pretrainer, model_cfg):
     return pretrainer.backbone.clone(dropout=model_cfg.dropout, attention_dropout=model_cfg.get("attention_dropout"))
 
 
-def run_pretraining(cfg, stage_dir: Path, vectorizer, texts, label: str = "") -> dict:
+def run_pretraining(cfg, stage_dir: Path, preprocessor, texts, label: str = "") -> dict:
     """Train the masked LM on ``texts`` (resuming from ``stage_dir/backup``); save it; return its summary."""
     pcfg = cfg.pretrain
     stage_dir.mkdir(parents=True, exist_ok=True)
-    mask_id = mask_id_of(vectorizer)
+    mask_id = mask_id_of(preprocessor.vectorizer)
     batches = pipeline_from_cfg(
-        cfg, texts, np.zeros(len(texts), "int32"), vectorizer, shuffle=True, batch_size=int(pcfg.batch_size)
+        cfg, texts, np.zeros(len(texts), "int32"), preprocessor, shuffle=True, batch_size=int(pcfg.batch_size)
     )
     dataset = masked_lm_dataset(batches, rate=float(pcfg.mask_rate), mask_id=mask_id, seed=int(cfg.seed))
     steps_per_epoch = int(dataset.cardinality())
@@ -108,11 +108,11 @@ def run_pretraining(cfg, stage_dir: Path, vectorizer, texts, label: str = "") ->
         f"pretraining: {pcfg.objective} on {len(texts)} training texts · {plural(pcfg.epochs, 'epoch')} of "
         f"{steps_per_epoch} batches · mask rate {pcfg.mask_rate} · tied embeddings {pcfg.tie_embeddings}"
     )
-    model = build_pretrainer(cfg.model, pcfg, vectorizer.vocabulary_size(), dtype=cfg.trainer.precision)
+    model = build_pretrainer(cfg.model, pcfg, preprocessor.vectorizer.vocabulary_size(), dtype=cfg.trainer.precision)
     _compile_pretrainer(model, pcfg, steps_per_epoch)
 
     previous = previous_epochs(stage_dir)
-    after_csv = _stage_loggers(cfg, stage_dir, vectorizer, log_initial=not previous, label=label)
+    after_csv = _stage_loggers(cfg, stage_dir, preprocessor, log_initial=not previous, label=label)
     fit = fit_resumably(
         model,
         dataset,
@@ -162,17 +162,15 @@ def _compile_pretrainer(model, pcfg, steps_per_epoch: int) -> None:
         model.compile(optimizer=optimizer, jit_compile=False)  # a TensorFlow train_step
 
 
-def _stage_loggers(cfg, stage_dir: Path, vectorizer, log_initial: bool, label: str = "") -> list:
+def _stage_loggers(cfg, stage_dir: Path, preprocessor, log_initial: bool, label: str = "") -> list:
     """The stage's TensorBoard records: what every fit logs, and the probes' [MASK] fills."""
     pcfg, tb_dir = cfg.pretrain, stage_dir / "tensorboard"
     probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
     loggers = tensorboard_callbacks(
         cfg.logger,
         tb_dir,
-        vectorizer,
+        preprocessor,
         probes,
-        int(cfg.data.seq_len),
-        cfg.data.truncation,
         classify=False,
         label=f"masked LM {label}".strip(),
         log_initial=log_initial,
@@ -181,10 +179,8 @@ def _stage_loggers(cfg, stage_dir: Path, vectorizer, log_initial: bool, label: s
         loggers.append(
             FillMaskLogger(
                 tb_dir,  # beside the stage's attention records: one TensorBoard run, not two
-                vectorizer,
+                preprocessor,
                 list(pcfg.probe_texts),
-                int(cfg.data.seq_len),
-                truncation=cfg.data.truncation,
             )
         )
     return loggers
@@ -256,20 +252,18 @@ class FillMaskLogger(keras.callbacks.Callback):
     """Every epoch, the masked LM's top-5 words for each ``[MASK]`` of a few probe sentences, as
     TensorBoard text (``fill_mask/{k}``): watch the model learn the language."""
 
-    def __init__(self, log_dir, vectorizer, texts, seq_len: int, top_k: int = 5, truncation: str = "head"):
+    def __init__(self, log_dir, preprocessor, texts, top_k: int = 5):
         super().__init__()
 
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
-        self.vectorizer = vectorizer
+        self.preprocessor = preprocessor
         self.texts = list(texts)
-        self.seq_len = seq_len
-        self.truncation = truncation
         self.top_k = top_k
 
     def on_epoch_end(self, epoch, logs=None):
         with self.writer.as_default(step=epoch + 1):  # the epoch scalars' step (EpochTensorBoard)
             for k, text in enumerate(self.texts):
-                filled = fill_mask(self.model, self.vectorizer, text, self.seq_len, self.top_k, self.truncation)
+                filled = fill_mask(self.model, self.preprocessor, text, self.top_k)
                 lines = [
                     f"[MASK] {i + 1}: " + ", ".join(f"{word} ({p:.2f})" for word, p in words)
                     for i, words in enumerate(filled)

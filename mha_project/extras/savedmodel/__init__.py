@@ -23,10 +23,8 @@ def write_savedmodel(cfg, run_dir, model, inputs) -> None:
 
     export_inference_model(
         model,
-        inputs.vectorizer,
-        cfg.data.seq_len,
+        inputs.preprocessor,
         run_dir / EXPORT_DIR,
-        cfg.data.truncation,
         class_names=inputs.data.class_names,
     )
 

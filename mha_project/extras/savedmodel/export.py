@@ -15,13 +15,12 @@ from mha_project.data.pipeline import truncate_token_ids, with_text_inputs
 from mha_project.quiet import loggers_at
 
 
-def export_inference_model(
-    model, vectorizer, seq_len: int, path: Path, truncation: str = "head", class_names=None
-) -> None:
+def export_inference_model(model, preprocessor, path: Path, class_names=None) -> None:
     """SavedModel whose ``serve`` takes raw strings ``text`` (shape (batch,)) and returns ``scores`` (batch,
     classes) probabilities, ``classes`` (batch, classes) the class names in that order, and
-    ``predicted_class`` (batch,) the most probable name; it tokenises and truncates (``data.truncation``)
-    exactly as training did."""
+    ``predicted_class`` (batch,) the most probable name; it tokenises and truncates exactly as training did
+    (``preprocessor``: the run's vocabulary, seq_len and truncation)."""
+    vectorizer, seq_len, truncation = preprocessor.vectorizer, preprocessor.seq_len, preprocessor.truncation
     names = [str(c) for c in class_names or range(model.output_shape[-1])]
     if keras.backend.backend() != "tensorflow":
         _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation, names)
