@@ -175,10 +175,10 @@ def _dense_rows(ds):
 
 
 def pipeline_from_token_ids(rows, labels, seq_len: int, batch_size: int, **options):
-    """``make_pipeline`` for texts tokenised and truncated already (``rows``: id arrays, as :func:`encode`
-    returns them)."""
+    """``make_pipeline`` for texts tokenised and truncated already (``rows``: id arrays, as
+    :meth:`TextPreprocessor.encode` returns them)."""
     if any(len(r) > seq_len for r in rows):
-        raise ValueError(f"rows longer than seq_len={seq_len}: truncate them first (encode does)")
+        raise ValueError(f"rows longer than seq_len={seq_len}: truncate them first (TextPreprocessor.encode does)")
     rows = [np.asarray(r, "int32") for r in rows]
     ragged = tf.RaggedTensor.from_row_lengths(
         np.concatenate(rows) if rows else np.zeros(0, "int32"), [len(r) for r in rows]
