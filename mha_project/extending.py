@@ -62,7 +62,7 @@ MODEL_READY: list[Callable] = []
 # Each may name inputs the classifier reads from the raw text beside its token ids (a bag of the whole text's
 # n-grams): text_inputs(cfg) -> None or a function of a string tensor (batch,) -> {input name: tensor}. The
 # first is taken; the pipeline then gives the model {"token_ids": ..., **those}, and the model itself answers
-# model.text_inputs(texts) for the same inputs (data/pipeline.py: model_inputs).
+# model.text_inputs(texts) for the same inputs (data/pipeline.py: TextPreprocessor.model_inputs).
 TEXT_INPUTS: list[Callable] = []
 # Each may give the classifier's optimizer instead of one AdamW (a second rate for part of the model):
 # optimizer(model, trainer_cfg, adamw) -> an optimizer or None, adamw(lr) being the run's AdamW at peak lr.
