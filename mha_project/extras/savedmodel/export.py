@@ -3,6 +3,7 @@ classification signature names them (``scores``, ``classes``) plus the predicted
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 from pathlib import Path
@@ -20,26 +21,24 @@ def export_inference_model(model, preprocessor, path: Path, class_names=None) ->
     classes) probabilities, ``classes`` (batch, classes) the class names in that order, and
     ``predicted_class`` (batch,) the most probable name; it tokenises and truncates exactly as training did
     (``preprocessor``: the run's vocabulary, seq_len and truncation)."""
-    vectorizer, seq_len, truncation = preprocessor.vectorizer, preprocessor.seq_len, preprocessor.truncation
     names = [str(c) for c in class_names or range(model.output_shape[-1])]
     if keras.backend.backend() != "tensorflow":
-        _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation, names)
+        _export_through_saved_ids_model(model, preprocessor, path, names)
         return
     names = tf.constant(names)
     text_to_ids = keras.layers.TextVectorization(
         output_mode="int",
         ragged=True,
-        vocabulary=vectorizer.get_vocabulary(include_special_tokens=False),
+        vocabulary=preprocessor.vectorizer.get_vocabulary(include_special_tokens=False),
         name="text_to_ids",
     )
     text_to_ids.build((None,))
+    served = dataclasses.replace(preprocessor, vectorizer=text_to_ids)  # the run's ids, from the tracked vocabulary
 
     # An endpoint of our own rather than model.export: truncation other than the head's is not a Keras layer.
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(text):
-        ids = tf.cast(truncate_token_ids(text_to_ids(text), seq_len, truncation), tf.int32).to_tensor(
-            shape=[None, seq_len]
-        )
+        ids = tf.cast(served.ids_in_graph(text), tf.int32).to_tensor(shape=[None, served.seq_len])
         scores = model(with_text_inputs(model, ids, text), training=False)
         classes = tf.broadcast_to(names, tf.shape(scores))
         return {"scores": scores, "classes": classes, "predicted_class": tf.gather(names, tf.argmax(scores, -1))}
@@ -91,17 +90,24 @@ class _RawTextServer(tf.Module):
         return {"scores": scores, "classes": classes, "predicted_class": tf.gather(self.names, tf.argmax(scores, -1))}
 
 
-def _export_through_saved_ids_model(model, vectorizer, seq_len, path, truncation, names) -> None:
+def _export_through_saved_ids_model(model, preprocessor, path, names) -> None:
     """Another backend's model: Keras exports it (token ids in; jax2tf for JAX), TensorFlow adds the
     tokeniser in front. ExportArchive cannot take the tokenising function here: on JAX it must be JAX code."""
     with tempfile.TemporaryDirectory() as scratch:
         model.export(scratch, format="tf_saved_model", verbose=False)
-        vocabulary = vectorizer.get_vocabulary(include_special_tokens=False)
+        vocabulary = preprocessor.vectorizer.get_vocabulary(include_special_tokens=False)
         # Loading the scratch copy warns that jax2tf's functions have custom gradients the copy does not
         # keep; the copy only serves, so the warning is about nothing a user has.
         with loggers_at(logging.ERROR, "tensorflow", "absl"):  # TensorFlow logs it through absl
             loaded = tf.saved_model.load(scratch)
-        server = _RawTextServer(loaded, vocabulary, seq_len, truncation, names, getattr(model, "text_inputs", None))
+        server = _RawTextServer(
+            loaded,
+            vocabulary,
+            preprocessor.seq_len,
+            preprocessor.truncation,
+            names,
+            getattr(model, "text_inputs", None),
+        )
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)  # serving needs no gradients
         _write_atomically(
             path, lambda tmp: tf.saved_model.save(server, str(tmp), signatures={"serve": server.serve}, options=options)
