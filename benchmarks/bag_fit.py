@@ -1,5 +1,5 @@
-"""Where the NB bag's accuracy goes: the same features (``ngram_inputs``, hashed) and ratios
-(``NaiveBayesNgrams.scale_from``) fit three ways, on the project's own splits (docs/ngrams.md).
+"""Where the NB bag's accuracy goes: the same features (``ngram_inputs``, the training split's n-grams the bag
+keeps) and ratios (``NaiveBayesNgrams.adapt``) fit three ways, on the project's own splits (docs/ngrams.md).
 
 * scikit-learn: one ``LogisticRegression`` per class on the class's ratio-scaled copy (NB-LR, one-vs-rest),
   fit to convergence;
@@ -31,22 +31,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from anchors import compose  # noqa: E402  (the same composed config as the anchors)
 
 
-def bag_ngrams(texts, buckets: int, max_n: int) -> np.ndarray:
-    """The bag's own input for ``texts``: each text's distinct hashed n-grams and their counts."""
+def bag_ngrams(texts, max_n: int) -> np.ndarray:
+    """The bag's own input for ``texts``: each text's distinct n-grams (their ids) and their counts."""
     import tensorflow as tf
 
     from mha_project.extras.ngrams.layers import ngram_inputs
 
-    return ngram_inputs(tf.constant(list(texts)), buckets, max_n)["ngrams"].numpy()
+    return ngram_inputs(tf.constant(list(texts)), max_n)["ngrams"].numpy()
 
 
-def binary_matrix(ngrams: np.ndarray, buckets: int):
-    """The distinct n-grams of :func:`bag_ngrams` as a binary scipy matrix (texts x buckets)."""
+def binary_matrix(ngrams: np.ndarray, bag):
+    """The distinct n-grams of :func:`bag_ngrams` as the bag's binary features, a scipy matrix (texts x
+    features; feature 0, the n-grams it does not keep, has ratio 0)."""
     import scipy.sparse as sp
 
     rows, slots = np.nonzero(ngrams[..., 1] > 0)
+    features = np.asarray(bag.feature_of(ngrams[rows, slots, 0]))
     values = np.ones(len(rows), "float32")
-    return sp.csr_matrix((values, (rows, ngrams[rows, slots, 0])), shape=(len(ngrams), buckets))
+    return sp.csr_matrix((values, (rows, features)), shape=(len(ngrams), bag.features))
 
 
 def scikit_learn_nb_lr(x, y, ratios, c: float, splits: dict) -> dict:
@@ -106,15 +108,15 @@ def main() -> None:
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
     data = load_dataset(cfg.data, cfg.seed)
-    buckets, max_n = cfg.model.ngram_buckets, cfg.model.ngram_max_n
-    train_ngrams, y = bag_ngrams(data.train_texts, buckets, max_n), np.asarray(data.train_labels)
-    x = binary_matrix(train_ngrams, buckets)
+    max_n = cfg.model.ngram_max_n
+    train_ngrams, y = bag_ngrams(data.train_texts, max_n), np.asarray(data.train_labels)
+    bag = NaiveBayesNgrams(data.num_classes, cfg.model.ngram_features, max_n)  # the model's features and ratios
+    bag.adapt([({"ngrams": train_ngrams}, y)])
+    x = binary_matrix(train_ngrams, bag)
     splits = {}
     for split in ("val", "test"):
         texts, labels = getattr(data, f"{split}_texts"), getattr(data, f"{split}_labels")
-        splits[split] = (binary_matrix(bag_ngrams(texts, buckets, max_n), buckets), np.asarray(labels))
-    bag = NaiveBayesNgrams(data.num_classes, buckets, max_n)  # the model's ratios, as its adapt makes them
-    bag.adapt([({"ngrams": train_ngrams}, y)])
+        splits[split] = (binary_matrix(bag_ngrams(texts, max_n), bag), np.asarray(labels))
     ratios = np.asarray(bag.ratios)
     report = {"C": args.c, "classes": data.num_classes, "train_texts": len(y)}
     report["scikit_learn_nb_lr"] = scikit_learn_nb_lr(x, y, ratios, args.c, splits)

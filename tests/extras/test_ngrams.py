@@ -16,7 +16,7 @@ from keras.src.testing import TestCase  # Keras's own layer test harness (not pu
 from conftest import ROOT, compose_cfg, event_records, run_script, small_model_config
 from mha_project.analysis.runs import load_run
 from mha_project.errors import UserError
-from mha_project.extras.ngrams.layers import ngram_inputs
+from mha_project.extras.ngrams.layers import NGRAM_IDS, ngram_inputs
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
 from mha_project.model.classifier import build_classifier
 from mha_project.training.fitting import compile_classifier
@@ -33,7 +33,7 @@ def served_and_kept(run_dir: Path):
 
 
 def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_further():
-    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=64", "lr=0.001")
+    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_features=64", "lr=0.001")
     shared, own = (compose_cfg(*overrides, *extra) for extra in ((), ("trainer.ngram_lr=0.1",)))
     moved = {}
     for name, cfg in (("shared", shared), ("own", own)):
@@ -55,13 +55,13 @@ def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_furth
 @pytest.mark.slow
 def test_the_wide_and_deep_run_exports_what_model_keras_answers(tmp_path: Path):
     run_dir = tmp_path / "run"
-    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=1024", "model.local_conv=3")
+    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_features=1024", "model.local_conv=3")
     metrics = train(compose_cfg(*overrides), run_dir)  # the local convolution inside the encoder too
     assert metrics["hparams"]["ngram_branch"] == "bigram" and metrics["hparams"]["local_conv"] == 3
     served, kept, run = served_and_kept(run_dir)
     np.testing.assert_allclose(served, kept, atol=1e-5)
     branch = run.model.get_layer("ngram_branch")
-    assert branch.buckets == 1024 and run.model.get_layer("wide_and_deep") is not None
+    assert branch.features == 1024 and run.model.get_layer("wide_and_deep") is not None
     assert run.model.backbone.get_layer("local_conv").width == 3
     assert (run_dir / "attention.html").exists()  # the encoder's attention is still there to look at
     load_run(run_dir, needs_attention=True)
@@ -76,7 +76,7 @@ def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_expor
 
     run_dir = tmp_path / "run"
     cfg = compose_cfg(
-        "debug=tiny", f"model.ngram_branch={branch}", "model.ngram_weighting=nb", "model.ngram_buckets=512"
+        "debug=tiny", f"model.ngram_branch={branch}", "model.ngram_weighting=nb", "model.ngram_features=512"
     )
     metrics = train(cfg, run_dir)
     assert metrics["hparams"]["ngram_weighting"] == "nb" and metrics["test_accuracy"] > 0
@@ -86,7 +86,7 @@ def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_expor
     data = load_dataset(cfg.data, cfg.seed)
 
     def ratios(texts, labels):
-        layer = NaiveBayesNgrams(2, buckets=512)
+        layer = NaiveBayesNgrams(2, features=512)
         layer.adapt(pipeline_from_cfg(cfg, texts, labels, run.preprocessor, shuffle=False).as_numpy_iterator())
         return np.asarray(layer.ratios)
 
@@ -99,7 +99,7 @@ def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_expor
 @pytest.mark.slow
 def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: Path):
     run_dir = tmp_path / "run"
-    result = run_script("train.py", "debug=tiny", "model.ngram_branch=bigram_alone", "model.ngram_buckets=1024",
+    result = run_script("train.py", "debug=tiny", "model.ngram_branch=bigram_alone", "model.ngram_features=1024",
                         f"hydra.run.dir={run_dir}")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     steps = result.stdout.split("next:")[1]
@@ -141,7 +141,7 @@ class NgramLayerChecks(TestCase):
 
         self.run_layer_test(
             BagOfNgrams,
-            init_kwargs=dict(num_classes=3, buckets=32, dim=4),
+            init_kwargs=dict(num_classes=3, features=32, dim=4),
             **BAG_INPUT,
             expected_output_shape=(2, 3),
             expected_output_dtype="float32",  # logits added to the encoder's in float32
@@ -154,12 +154,12 @@ class NgramLayerChecks(TestCase):
 
         self.run_layer_test(
             NaiveBayesNgrams,
-            init_kwargs=dict(num_classes=3, buckets=32, c=2.0),
+            init_kwargs=dict(num_classes=3, features=32, c=2.0),
             **BAG_INPUT,
             expected_output_shape=(2, 3),
             expected_output_dtype="float32",
             expected_num_trainable_weights=2,  # the linear layer's kernel and bias
-            expected_num_non_trainable_weights=2,  # the log-count ratios and the training texts' count (adapt)
+            expected_num_non_trainable_weights=3,  # the kept n-grams, their ratios, the training texts' count
             expected_num_losses=1,  # the kernel's L2 penalty
             run_training_check=False,
         )
@@ -169,12 +169,12 @@ class NgramLayerChecks(TestCase):
 
         self.run_layer_test(
             TfidfNgrams,
-            init_kwargs=dict(num_classes=3, buckets=32, max_n=3, c=2.0),
+            init_kwargs=dict(num_classes=3, features=32, max_n=3, c=2.0),
             **BAG_INPUT,
             expected_output_shape=(2, 3),
             expected_output_dtype="float32",
             expected_num_trainable_weights=2,
-            expected_num_non_trainable_weights=2,  # the idf and the training texts' count (adapt)
+            expected_num_non_trainable_weights=3,  # the kept n-grams, their idf, the training texts' count
             expected_num_losses=1,
             run_training_check=False,
         )
@@ -186,7 +186,7 @@ def test_wide_and_deep_classifier_rebuilds_from_its_config():
     from mha_project.extras.ngrams.layers import BagOfNgrams
 
     shape = dict(vocab_size=20, max_len=8, embed_dim=4, num_layers=1, num_heads=2, key_dim=4, ff_dim=8)
-    model = WideAndDeepClassifier(EncoderBackbone(**shape), 3, ngram_branch=BagOfNgrams(3, buckets=32, dim=4))
+    model = WideAndDeepClassifier(EncoderBackbone(**shape), 3, ngram_branch=BagOfNgrams(3, features=32, dim=4))
     assert len(model.trainable_weights) == 4 + 16 + 2 + 3  # backbone, encoder logits, the bag's three
     inputs = {"token_ids": np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"), **model.text_inputs(TEXTS[:2])}
     rebuilt = WideAndDeepClassifier.from_config(model.get_config())
@@ -203,21 +203,20 @@ def python_ngrams(text: str, max_n: int = 2) -> list[str]:
     return [" ".join(words[i : i + n]) for n in range(1, max_n + 1) for i in range(len(words) - n + 1)]
 
 
-def hashed(gram: str, buckets: int) -> int:
-    return int(tf.strings.to_hash_bucket_fast(gram, buckets - 1)) + 1  # 0 is left for padding
+def hashed(gram: str) -> int:
+    return int(tf.strings.to_hash_bucket_fast(gram, NGRAM_IDS - 1)) + 1  # 0 is left for padding
 
 
 @pytest.mark.parametrize("max_n", [1, 2, 3])
 def test_the_bag_reads_each_distinct_ngram_of_the_raw_text_with_its_count(max_n):
     from collections import Counter
 
-    buckets = 2**20
     texts = ["The cat saw the cat. The cat!", "Don't stop, don't: a U.S. café", "", "one", "a"]
-    out = ngram_inputs(tf.constant(texts), buckets, max_n)
+    out = ngram_inputs(tf.constant(texts), max_n)
     for row, text in enumerate(texts):
         expected = Counter()
         for gram, count in Counter(python_ngrams(text, max_n)).items():
-            expected[hashed(gram, buckets)] += count
+            expected[hashed(gram)] += count
         ids, counts = out["ngrams"].numpy()[row, :, 0], out["ngrams"].numpy()[row, :, 1]
         assert {int(i): float(c) for i, c in zip(ids, counts) if c > 0} == dict(expected), text
         assert (ids[counts == 0] == 0).all()  # the rest is padding
@@ -227,21 +226,21 @@ def test_the_bag_reads_the_whole_text_past_seq_len_and_outside_the_vocabulary():
     from mha_project.data.pipeline import TextPreprocessor, pipeline_from_cfg
     from mha_project.data.vocabulary import make_vectorizer
 
-    cfg = compose_cfg("debug=tiny", "model.ngram_branch=bigram", "model.ngram_buckets=4096", "seq_len=8")
+    cfg = compose_cfg("debug=tiny", "model.ngram_branch=bigram", "model.ngram_features=4096", "seq_len=8")
     vectorizer = make_vectorizer(["good tea good"], vocab_size=10)  # "zymurgy" is no word of it
     words = TextPreprocessor.of_run(cfg.data, vectorizer)
     text = "good tea " * 20 + "zymurgy"
     ((inputs, label),) = pipeline_from_cfg(cfg, [text], [1], words, shuffle=False).as_numpy_iterator()
     assert inputs["token_ids"].shape == (1, 8) and int(label[0]) == 1  # the encoder reads 8 ids
     counts = dict(inputs["ngrams"][0].tolist())
-    assert counts[hashed("tea zymurgy", 4096)] == 1  # the bag: the text's last bigram
-    assert counts[hashed("good", 4096)] == 20 and counts[hashed("zymurgy", 4096)] == 1
+    assert counts[hashed("tea zymurgy")] == 1  # the bag: the text's last bigram
+    assert counts[hashed("good")] == 20 and counts[hashed("zymurgy")] == 1
 
 
 def test_bag_of_ngrams_is_the_count_weighted_mean_of_its_ngram_rows():
     from mha_project.extras.ngrams.layers import BagOfNgrams
 
-    bag = BagOfNgrams(num_classes=2, buckets=16, dim=3)
+    bag = BagOfNgrams(num_classes=2, features=16, dim=3)
     inputs = bag_inputs([[3, 4, 5, 0], [3, 4, 5, 0], [0, 0, 0, 0]], [[2, 1, 1, 0], [2, 1, 1, 0], [0, 0, 0, 0]])
     out = np.asarray(bag(inputs["ngrams"]))
     rows = np.asarray(bag.embedding.embeddings)
@@ -253,32 +252,52 @@ def test_bag_of_ngrams_is_the_count_weighted_mean_of_its_ngram_rows():
     np.testing.assert_allclose(np.asarray(bag(padded["ngrams"])), out[:1], atol=1e-6)  # more padding changes nothing
 
 
-def test_naive_bayes_ratios_are_nbsvms_log_count_ratios_of_the_training_texts():
+def test_naive_bayes_ratios_are_nb_lrs_over_the_training_texts_own_ngrams():
+    from sklearn.feature_extraction.text import CountVectorizer
+
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
-    buckets = 8
-    nb = NaiveBayesNgrams(num_classes=2, buckets=buckets, c=0.5, smoothing=1.0)
-    held = [[2, 3, 6, 0], [4, 0, 0, 0], [2, 5, 7, 0]]  # each text's distinct features; a count of 3 is one text
-    inputs = bag_inputs(held, [[3, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 0]])
-    labels = np.array([1, 0, 1])
-    nb.adapt([({k: v[:2] for k, v in inputs.items()}, labels[:2]), ({k: v[2:] for k, v in inputs.items()}, labels[2:])])
+    texts = ["great tea, great price", "stale tea", "great coffee", "bitter stale coffee"]
+    labels = np.array([1, 0, 1, 0])
+    ngrams = ngram_inputs(tf.constant(texts))["ngrams"].numpy()
+    nb = NaiveBayesNgrams(num_classes=2, features=64, c=0.5, smoothing=1.0)
+    nb.adapt([({"ngrams": ngrams[:2]}, labels[:2]), ({"ngrams": ngrams[2:]}, labels[2:])])
 
-    x = np.zeros((3, buckets))  # binary features by hand: padding none
-    for row, features in enumerate(held):
-        x[row, [f for f in features if f]] = 1
+    # NB-LR's features as benchmarks/anchors.py makes them: each distinct word and bigram, binary.
+    vectorizer = CountVectorizer(ngram_range=(1, 2), binary=True)
+    x = vectorizer.fit_transform(texts).toarray()
     p = 1 + x[labels == 1].sum(0)  # Wang & Manning's p and q, alpha = 1
     q = 1 + x[labels == 0].sum(0)
     r = np.log((p / p.sum()) / (q / q.sum()))
-    np.testing.assert_allclose(np.asarray(nb.ratios)[:, 1], r, rtol=1e-5)
-    np.testing.assert_allclose(np.asarray(nb.ratios)[:, 0], -r, rtol=1e-5)  # two classes: one-vs-rest mirrors
-    nb.kernel.assign(np.ones((buckets, 2)))
+    grams = vectorizer.get_feature_names_out()
+    features = np.asarray(nb.feature_of(np.array([hashed(g) for g in grams], "int32")))
+    assert len(set(features.tolist())) == len(grams) and 0 not in features  # each n-gram a feature of its own
+    ratios = np.asarray(nb.ratios)
+    np.testing.assert_allclose(ratios[features, 1], r, rtol=1e-5)
+    np.testing.assert_allclose(ratios[features, 0], -r, rtol=1e-5)  # two classes: one-vs-rest mirrors
+    assert not ratios[0].any() and int(nb.feature_of(np.array([hashed("cheap")], "int32"))[0]) == 0  # unseen
+
+    kernel = np.random.default_rng(0).normal(size=(64, 2))
+    nb.kernel.assign(kernel)
     nb.bias.assign([0.5, -0.5])
-    # scikit-learn's objective, C * (sum of the 3 losses) + |kernel|^2 / 2, divided by 3 C: a mean loss's penalty.
-    assert float(sum(nb.losses)) == pytest.approx(buckets * 2 / (2 * nb.c * 3), rel=1e-6)
-    logits = np.asarray(nb(inputs["ngrams"]))
-    np.testing.assert_allclose(logits[:, 1], x @ r - 0.5, rtol=1e-5)  # sum of the distinct features' ratios
-    padded = {k: np.pad(v, ((0, 0), (0, 3), (0, 0))) for k, v in inputs.items()}
-    np.testing.assert_allclose(np.asarray(nb(padded["ngrams"])), logits, atol=1e-6)
+    # scikit-learn's objective, C * (sum of the 4 losses) + |kernel|^2 / 2, divided by 4 C: a mean loss's penalty.
+    assert float(sum(nb.losses)) == pytest.approx((kernel**2).sum() / (2 * nb.c * 4), rel=1e-5)
+    logits = np.asarray(nb(ngrams))
+    np.testing.assert_allclose(logits[:, 1], x @ (r * kernel[features, 1]) - 0.5, rtol=1e-5)
+    padded = np.pad(ngrams, ((0, 0), (0, 3), (0, 0)))
+    np.testing.assert_allclose(np.asarray(nb(padded)), logits, atol=1e-6)
+
+
+def test_a_linear_bag_keeps_the_ngrams_held_by_the_most_training_texts():
+    from mha_project.extras.ngrams.layers import NaiveBayesNgrams
+
+    texts = ["great tea", "great tea now", "stale tea", "bitter coffee"]  # "tea" in 3 texts, then 2, then 1
+    nb = NaiveBayesNgrams(num_classes=2, features=4)  # feature 0 and three kept n-grams
+    nb.adapt([(ngram_inputs(tf.constant(texts)), np.array([1, 1, 0, 0]))])
+    features = {g: int(nb.feature_of(np.array([hashed(g)], "int32"))[0]) for g in ("tea", "great", "great tea")}
+    assert sorted(features.values()) == [1, 2, 3]  # the three held by two texts or more
+    for rare in ("now", "stale", "tea now", "bitter coffee"):
+        assert int(nb.feature_of(np.array([hashed(rare)], "int32"))[0]) == 0
 
 
 def test_tfidf_features_are_scikit_learns_sublinear_tfidf():
@@ -286,26 +305,28 @@ def test_tfidf_features_are_scikit_learns_sublinear_tfidf():
 
     from mha_project.extras.ngrams.layers import TfidfNgrams
 
-    buckets = 6
-    inputs = bag_inputs([[1, 2, 0], [2, 3, 5], [0, 0, 0]], [[3, 1, 0], [1, 2, 1], [0, 0, 0]])
-    tfidf = TfidfNgrams(num_classes=2, buckets=buckets)
+    inputs = bag_inputs([[11, 12, 0], [12, 13, 15], [0, 0, 0]], [[3, 1, 0], [1, 2, 1], [0, 0, 0]])
+    tfidf = TfidfNgrams(num_classes=2, features=6)
     tfidf.adapt([(inputs, np.array([0, 1, 1]))])
-    counts = np.zeros((3, buckets))
+    kept = [11, 12, 13, 15]  # the n-gram ids seen, ascending: features 1 to 4
+    np.testing.assert_array_equal(np.asarray(tfidf.feature_of(np.array(kept + [14], "int32"))), [1, 2, 3, 4, 0])
+    counts = np.zeros((3, len(kept)))
     for row in range(3):
         for f, c in inputs["ngrams"][row]:
-            counts[row, f] += c
+            if c:
+                counts[row, kept.index(f)] += c
     reference = TfidfTransformer(sublinear_tf=True).fit(counts)
-    np.testing.assert_allclose(np.asarray(tfidf.scale), reference.idf_, rtol=1e-5)
-    kernel = np.random.default_rng(0).normal(size=(buckets, 2))
+    np.testing.assert_allclose(np.asarray(tfidf.scale)[1:5], reference.idf_, rtol=1e-5)
+    kernel = np.random.default_rng(0).normal(size=(6, 2))
     tfidf.kernel.assign(kernel)
-    expected = reference.transform(counts).toarray() @ kernel
+    expected = reference.transform(counts).toarray() @ kernel[1:5]
     np.testing.assert_allclose(np.asarray(tfidf(inputs["ngrams"])), expected, atol=1e-5)  # no words: zeros, not NaN
 
 
 def test_naive_bayes_ratios_are_one_vs_rest_for_more_classes():
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
-    nb = NaiveBayesNgrams(num_classes=3, buckets=5)
+    nb = NaiveBayesNgrams(num_classes=3, features=5)
     nb.adapt([(bag_inputs([[1, 0], [2, 0], [3, 0]]), np.array([0, 1, 2]))])
     ratios = np.asarray(nb.ratios)
     # Word i + 1 is held by class i's text alone: its ratio is positive for that class, negative for the rest.
@@ -317,7 +338,7 @@ def test_naive_bayes_ratios_are_one_vs_rest_for_more_classes():
     "branch, weighting", [("bigram", "none"), ("bigram_alone", "none"), ("bigram", "nb"), ("bigram_alone", "tfidf")]
 )
 def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting):
-    config = small_model_config(ngram_branch=branch, ngram_buckets=64, ngram_dim=4, ngram_weighting=weighting)
+    config = small_model_config(ngram_branch=branch, ngram_features=64, ngram_dim=4, ngram_weighting=weighting)
     model = build_classifier(config, 50, 2)
     assert (encoder_blocks(model) != []) == (branch == "bigram")
     inputs = {"token_ids": np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32"), **model.text_inputs(TEXTS[:2])}
@@ -338,7 +359,12 @@ def test_a_killed_wide_and_deep_run_resumes_as_the_run_never_killed(tmp_path):
     # training texts) and its own optimizer (MultiOptimizer) resume too.
     from test_run_record_resume import RESUME, sigkill_then_resume
 
-    bag = ["model.ngram_branch=bigram", "model.ngram_weighting=nb", "model.ngram_buckets=1024", "trainer.ngram_lr=0.01"]
+    bag = [
+        "model.ngram_branch=bigram",
+        "model.ngram_weighting=nb",
+        "model.ngram_features=1024",
+        "trainer.ngram_lr=0.01",
+    ]
     sigkill_then_resume(tmp_path, [*RESUME, *bag])
 
 
@@ -346,8 +372,8 @@ def test_an_ngram_table_larger_than_memory_is_refused_up_front():
     from mha_project.checks import validate_config
     from mha_project.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="model.ngram_buckets=1099511627776 is invalid here: its table"):
-        validate_config(compose_cfg("model.ngram_branch=bigram", "model.ngram_buckets=1099511627776"))
+    with pytest.raises(ConfigError, match="model.ngram_features=1099511627776 is invalid here: its table"):
+        validate_config(compose_cfg("model.ngram_branch=bigram", "model.ngram_features=1099511627776"))
     validate_config(compose_cfg("model.ngram_branch=bigram"))  # the default table fits
 
 
@@ -363,7 +389,7 @@ def test_a_run_records_its_ngram_options_as_hyper_parameters():
 
     recorded = hparams_of(compose_cfg("model.ngram_branch=bigram", "trainer.ngram_lr=0.02"))
     assert recorded["ngram_branch"] == "bigram" and recorded["ngram_lr"] == 0.02
-    keys = {"ngram_weighting", "ngram_buckets", "ngram_max_n", "ngram_dim", "ngram_c", "encoder_logit_dropout"}
+    keys = {"ngram_weighting", "ngram_features", "ngram_max_n", "ngram_dim", "ngram_c", "encoder_logit_dropout"}
     assert keys <= set(recorded)
 
 

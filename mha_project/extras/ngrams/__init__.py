@@ -34,7 +34,7 @@ NGRAM_WEIGHTINGS = ("none", "nb", "tfidf")
 @dataclass
 class NgramSettings:
     ngram_branch: str = checked(lambda v: v in NGRAM_BRANCHES, "one of " + ", ".join(NGRAM_BRANCHES))
-    ngram_buckets: int = checked(lambda v: positive_int(v) and v >= 2, "an integer >= 2")
+    ngram_features: int = checked(lambda v: positive_int(v) and v >= 2, "an integer >= 2")
     ngram_max_n: int = checked(lambda v: v in (1, 2, 3), "1, 2 or 3")
     ngram_dim: int = checked(positive_int, "an integer >= 1")
     ngram_weighting: str = checked(lambda v: v in NGRAM_WEIGHTINGS, "one of " + ", ".join(NGRAM_WEIGHTINGS))
@@ -79,7 +79,7 @@ def text_inputs(cfg):
 
     from mha_project.extras.ngrams.layers import ngram_inputs
 
-    return functools.partial(ngram_inputs, buckets=cfg.model.ngram_buckets, max_n=cfg.model.ngram_max_n)
+    return functools.partial(ngram_inputs, max_n=cfg.model.ngram_max_n)
 
 
 def optimizer(model, trainer_cfg, adamw):
@@ -94,17 +94,17 @@ def optimizer(model, trainer_cfg, adamw):
 def check_ngrams(cfg) -> None:
     model = cfg.model
     if model.ngram_branch != "none":
-        # The hashed n-gram table, its gradient and AdamW's two moments, float32, known before anything loads;
+        # The fastText bag's table, its gradient and AdamW's two moments, float32, known before anything loads;
         # the linear bags: one scale, one weight, its gradient and two moments per (feature, class), for up to
         # 5 classes before the data says how many.
         width = 5 * 5 if model.ngram_weighting != "none" else model.ngram_dim
-        need = 4 * 4 * model.ngram_buckets * width
+        need = 4 * 4 * model.ngram_features * width
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         if need > have:
             raise ConfigError(
-                f"model.ngram_buckets={model.ngram_buckets} is invalid here: its table (x model.ngram_dim="
+                f"model.ngram_features={model.ngram_features} is invalid here: its table (x model.ngram_dim="
                 f"{model.ngram_dim}, with its gradient and optimizer state) would need about {need / 2**30:,.0f} "
-                f"GiB against this machine's {have / 2**30:,.0f} GiB; lower model.ngram_buckets (default 1048576)"
+                f"GiB against this machine's {have / 2**30:,.0f} GiB; lower model.ngram_features (default 1048576)"
             )
     if model.ngram_weighting != "none" and model.ngram_branch == "none":
         raise ConfigError(

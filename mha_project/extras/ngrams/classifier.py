@@ -29,7 +29,7 @@ class WideAndDeepClassifier(keras.Model):
     Example:
     >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
     ...                            key_dim=4, ff_dim=16)
-    >>> model = WideAndDeepClassifier(backbone, 3, ngram_branch=BagOfNgrams(3, buckets=32, dim=4))
+    >>> model = WideAndDeepClassifier(backbone, 3, ngram_branch=BagOfNgrams(3, features=32, dim=4))
     >>> inputs = {"token_ids": np.ones((2, 8), "int32"), **model.text_inputs(["great tea", "stale"])}
     >>> tuple(model(inputs).shape)
     (2, 3)
@@ -113,7 +113,7 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
         "nb": (NaiveBayesNgrams, {"c": model_cfg.ngram_c}),
         "tfidf": (TfidfNgrams, {"c": model_cfg.ngram_c}),
     }[model_cfg.ngram_weighting]
-    ngrams = bag(num_classes, model_cfg.ngram_buckets, model_cfg.ngram_max_n, dtype=dtype, name="ngram_branch", **own)
+    ngrams = bag(num_classes, model_cfg.ngram_features, model_cfg.ngram_max_n, dtype=dtype, name="ngram_branch", **own)
     if branch == "bigram_alone":
         backbone = None
     elif backbone is None:
