@@ -22,6 +22,7 @@ from mha_project.extending import DATA_SOURCES, SETTINGS
 from mha_project.model import INPUT_SCALES, POOLINGS, POSITION_ENCODINGS
 
 DATASETS = ("fine_foods",)  # configs/data/, data/sources.py; the extras add theirs (TFDS, folders, tables)
+MONITORS = ("val_accuracy", "val_loss")  # trainer.monitor: what picks the best epoch (accuracy up, loss down)
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
@@ -119,6 +120,7 @@ class TrainerConfig:
     clipnorm: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
     early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
+    monitor: str = checked(lambda v: v in MONITORS, "one of " + ", ".join(MONITORS))
     jit_compile: bool = MISSING
     steps_per_execution: int = checked(positive_int, "an integer >= 1")
     validations_per_epoch: int = checked(positive_int, "an integer >= 1")

@@ -87,6 +87,7 @@ def test_wrong_type_is_refused_by_the_schema():
     [
         *((override, override) for override in OUT_OF_RANGE),
         ("trainer.precision=float8", "trainer.precision=float8"),
+        ("trainer.monitor=accuracy", "trainer.monitor=accuracy"),
         ("model.position_encoding=sinusoidal", "model.position_encoding=sinusoidal"),
         ("data.truncation=middle", "data.truncation=middle"),
     ],

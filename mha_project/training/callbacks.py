@@ -192,21 +192,22 @@ class BestWeights(keras.callbacks.Callback):
     writes the .h5 file in place: a run killed mid-write leaves a corrupt "best" checkpoint behind.
     """
 
-    def __init__(self, path, monitor: str = "val_accuracy", initial_best: float | None = None):
+    def __init__(self, path, monitor: str = "val_accuracy", mode: str = "max", initial_best: float | None = None):
         super().__init__()
         self.path = Path(path)
         self.monitor = monitor
-        self.best = -np.inf if initial_best is None else initial_best
+        self.sign = -1.0 if mode == "min" else 1.0  # compared as sign * value: higher is better
+        self.best = -np.inf if initial_best is None else self.sign * initial_best
         self.best_epoch = None  # 1-based, of this process's fit; None while no epoch has been kept
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
         value = logs.get(self.monitor)
-        if value is None or not np.isfinite(value) or value <= self.best:
+        if value is None or not np.isfinite(value) or self.sign * value <= self.best:
             return
         if not np.isfinite(logs.get("loss", 0.0)) or not weights_are_finite(self.model):
             return
-        self.best = float(value)
+        self.best = self.sign * float(value)
         self.best_epoch = epoch + 1
         with replaced_atomically(self.path) as tmp:
             self.model.save_weights(tmp, overwrite=True)

@@ -60,11 +60,12 @@ def log_result(run_dir: Path, metrics: dict, finished_before: bool = False, over
 
 def tested_weights_line(metrics: dict, overfit_hint: bool = True) -> str:
     """Which epoch's weights the test used, and why training stopped where it did."""
-    line = f"tested epoch {metrics['best_epoch']}'s weights (the best val accuracy)"
+    monitor = metrics.get("monitor", "val_accuracy").replace("_", " ")
+    line = f"tested epoch {metrics['best_epoch']}'s weights (the best {monitor})"
     hp = metrics["hparams"]
     if metrics["stopped_early"]:
         line += (
-            f"; early stopping ended training after epoch {metrics['epochs_run']} of {hp['epochs']}: val accuracy "
+            f"; early stopping ended training after epoch {metrics['epochs_run']} of {hp['epochs']}: {monitor} "
             "had not improved for trainer.early_stopping_patience epochs"
         )
     else:

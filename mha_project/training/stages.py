@@ -181,12 +181,13 @@ def fit_stage(cfg: DictConfig, job, record, model, inputs: Inputs, plan: FitPlan
     best_weights.parent.mkdir(exist_ok=True)
     previous = previous_epochs(run_dir)
     extra_callbacks = [callback for factory in FIT_CALLBACKS for callback in factory(cfg, job)]
+    monitor, mode = cfg.trainer.monitor, monitor_mode(cfg.trainer.monitor)
     before_csv = [
-        BestWeights(best_weights, monitor="val_accuracy", initial_best=best_of(previous, "val_accuracy")),
+        BestWeights(best_weights, monitor, mode, initial_best=best_of(previous, monitor, mode)),
         ResumedEarlyStopping(
             previous,
-            monitor="val_accuracy",
-            mode="max",
+            monitor=monitor,
+            mode=mode,
             patience=cfg.trainer.early_stopping_patience * plan.validations_per_epoch,
             # No restore_best_weights: BestWeights keeps the best epoch on disk (it survives a resume),
             # and the test loads it from there; one copy of the best weights, not two.
@@ -224,21 +225,26 @@ def fit_stage(cfg: DictConfig, job, record, model, inputs: Inputs, plan: FitPlan
     reported = {
         key: value for callback in extra_callbacks for key, value in getattr(callback, "run_results", {}).items()
     }
-    record.finish_stage("trained", **trained_results(run_dir, fit, plan, len(inputs.data.train_texts)), **reported)
+    results = trained_results(run_dir, fit, plan, len(inputs.data.train_texts), monitor)
+    record.finish_stage("trained", **results, **reported)
 
 
-def trained_results(run_dir: Path, fit, plan: FitPlan, train_texts: int) -> dict:
+def trained_results(run_dir: Path, fit, plan: FitPlan, train_texts: int, monitor: str = "val_accuracy") -> dict:
     """What the ``trained`` stage records, in passes over the training data: from ``history.csv`` (every
-    epoch, across resumes) and this process's fit (its seconds and speed)."""
+    epoch, across resumes) and this process's fit (its seconds and speed). The best epoch is the one
+    ``monitor`` picked (BestWeights kept it), and ``best_val_accuracy`` is that epoch's."""
     rows = read_history(run_dir / "history.csv")
+    best = best_row(rows, monitor, monitor_mode(monitor)) if rows else None
+    kept = rows[best - 1] if best else {}
     epochs_run = (max(int(r["epoch"]) for r in rows) if rows else fit.counter.last_epoch) / plan.validations_per_epoch
     passes_now = (
         len(fit.history.history["loss"]) / plan.validations_per_epoch
     )  # passes over the training data in this process
     return dict(
         epochs_run=_epochs(epochs_run),
-        best_val_accuracy=best_of(rows, "val_accuracy"),
-        best_epoch=_epochs(best_row(rows, "val_accuracy") / plan.validations_per_epoch) if rows else None,
+        monitor=monitor,
+        best_val_accuracy=float(kept["val_accuracy"]) if kept.get("val_accuracy") else None,
+        best_epoch=_epochs(best / plan.validations_per_epoch) if best else None,
         stopped_early=bool(epochs_run < plan.epochs / plan.validations_per_epoch),
         last_train_accuracy=float(rows[-1]["accuracy"]) if rows and rows[-1].get("accuracy") else None,
         train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
@@ -290,12 +296,17 @@ def _epochs(value: float):
     return int(value) if float(value).is_integer() else round(value, 3)
 
 
-def best_row(rows: list[dict], key: str) -> int:
-    """1-based number of the first row with the highest ``key`` (the epoch BestWeights kept)."""
-    values = [float(r[key]) if r.get(key) not in (None, "") else float("-inf") for r in rows]
+def monitor_mode(monitor: str) -> str:
+    return "min" if monitor.endswith("loss") else "max"
+
+
+def best_row(rows: list[dict], key: str, mode: str = "max") -> int:
+    """1-based number of the first row with the best ``key`` (the epoch BestWeights kept)."""
+    sign = -1.0 if mode == "min" else 1.0
+    values = [sign * float(r[key]) if r.get(key) not in (None, "") else float("-inf") for r in rows]
     return values.index(max(values)) + 1
 
 
-def best_of(rows: list[dict], key: str):
+def best_of(rows: list[dict], key: str, mode: str = "max"):
     values = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
-    return max(values) if values else None
+    return (min if mode == "min" else max)(values) if values else None
