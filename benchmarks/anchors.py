@@ -16,6 +16,9 @@
     python benchmarks/anchors.py seed=1
     python benchmarks/anchors.py data=folder data.path=/tmp/aclImdb      # IMDB, 25k / 25k
     python benchmarks/anchors.py --tfidf-only data=folder data.path=/tmp/aclImdb   # TF-IDF and NB-LR alone
+    python benchmarks/anchors.py --tfidf-only --max-n 3 data=folder data.path=/tmp/aclImdb   # 1-3-grams
+
+``--max-n 3`` gives both linear anchors trigrams too (``ngram_range=(1, 3)``, as the bag's ``model.ngram_max_n=3``).
 
 The arguments are scripts/train.py overrides: the splits are ``load_dataset(cfg.data, cfg.seed)``'s.
 Prints one JSON object: test accuracy and seconds per anchor.
@@ -46,12 +49,12 @@ def compose(overrides: list[str]):
         return hydra_compose(config_name="train", overrides=overrides)
 
 
-def tfidf_logistic_regression(data) -> dict:
+def tfidf_logistic_regression(data, max_n: int = 2) -> dict:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
     start = time.perf_counter()
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2))
+    vectorizer = TfidfVectorizer(ngram_range=(1, max_n))
     train = vectorizer.fit_transform(list(data.train_texts))
     val, test = vectorizer.transform(list(data.val_texts)), vectorizer.transform(list(data.test_texts))
     results = {}
@@ -66,12 +69,12 @@ def tfidf_logistic_regression(data) -> dict:
     return results
 
 
-def nb_logistic_regression(data) -> dict:
+def nb_logistic_regression(data, max_n: int = 2) -> dict:
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.linear_model import LogisticRegression
 
     start = time.perf_counter()
-    vectorizer = CountVectorizer(ngram_range=(1, 2), binary=True)
+    vectorizer = CountVectorizer(ngram_range=(1, max_n), binary=True)
     train = vectorizer.fit_transform(list(data.train_texts))
     val, test = vectorizer.transform(list(data.val_texts)), vectorizer.transform(list(data.test_texts))
     y_train = np.asarray(data.train_labels)
@@ -183,7 +186,17 @@ def _word_ids(words, texts) -> list[list[int]]:
 
 
 def main() -> None:
-    overrides = [a for a in sys.argv[1:] if a != "--tfidf-only"]
+    args = sys.argv[1:]
+    max_n = 2
+    if "--max-n" in args:
+        at = args.index("--max-n")
+        value = args[at + 1] if at + 1 < len(args) else ""
+        if value not in ("1", "2", "3"):
+            print(f"error: --max-n {value!r} is invalid: 1, 2 or 3 (the longest n-gram)", file=sys.stderr)
+            raise SystemExit(2)
+        max_n = int(value)
+        del args[at : at + 2]
+    overrides = [a for a in args if a != "--tfidf-only"]
     cfg = compose(overrides)
     from mha_project.cli import import_tensorflow_quietly
 
@@ -191,10 +204,10 @@ def main() -> None:
     from mha_project.data.sources import load_dataset
 
     data = load_dataset(cfg.data, cfg.seed)
-    results = {"dataset": data.name, "seed": int(cfg.seed), "train": len(data.train_texts)}
+    results = {"dataset": data.name, "seed": int(cfg.seed), "train": len(data.train_texts), "max_n": max_n}
     results["test"] = len(data.test_texts)
-    results |= tfidf_logistic_regression(data)
-    results |= nb_logistic_regression(data)
+    results |= tfidf_logistic_regression(data, max_n)
+    results |= nb_logistic_regression(data, max_n)
     if data.num_classes == 2 and "--tfidf-only" not in sys.argv:  # the example's sigmoid output is binary
         results |= fasttext_example(data, int(cfg.seed))
     print(json.dumps(results, indent=1))
