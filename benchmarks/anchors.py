@@ -26,6 +26,7 @@ Prints one JSON object: test accuracy and seconds per anchor.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import sys
@@ -186,17 +187,11 @@ def _word_ids(words, texts) -> list[list[int]]:
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    max_n = 2
-    if "--max-n" in args:
-        at = args.index("--max-n")
-        value = args[at + 1] if at + 1 < len(args) else ""
-        if value not in ("1", "2", "3"):
-            print(f"error: --max-n {value!r} is invalid: 1, 2 or 3 (the longest n-gram)", file=sys.stderr)
-            raise SystemExit(2)
-        max_n = int(value)
-        del args[at : at + 2]
-    overrides = [a for a in args if a != "--tfidf-only"]
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tfidf-only", action="store_true", help="the linear anchors alone, without fastText")
+    parser.add_argument("--max-n", type=int, choices=(1, 2, 3), default=2, help="the longest n-gram (default 2)")
+    args, overrides = parser.parse_known_args()
+    max_n = args.max_n
     cfg = compose(overrides)
     from mha_project.cli import import_tensorflow_quietly
 
@@ -208,7 +203,7 @@ def main() -> None:
     results["test"] = len(data.test_texts)
     results |= tfidf_logistic_regression(data, max_n)
     results |= nb_logistic_regression(data, max_n)
-    if data.num_classes == 2 and "--tfidf-only" not in sys.argv:  # the example's sigmoid output is binary
+    if data.num_classes == 2 and not args.tfidf_only:  # the example's sigmoid output is binary
         results |= fasttext_example(data, int(cfg.seed))
     print(json.dumps(results, indent=1))
 

@@ -34,14 +34,14 @@ def test_the_epoch_kept_is_the_one_the_monitor_prefers(tmp_path, monitor, kept):
     model.load_weights(path)
     assert float(np.asarray(kernel)[0, 0]) == kept
     rows = [{"epoch": str(i + 1), **{k: str(v) for k, v in logs.items()}} for i, logs in enumerate(EPOCHS)]
-    assert best_row(rows, monitor, monitor_mode(monitor)) == kept  # what the record says was tested
+    assert best_row(rows, monitor) == kept  # what the record says was tested
 
 
 def test_a_resumed_fit_keeps_an_epoch_only_if_it_beats_those_before_the_kill(tmp_path):
     model, kernel = one_weight_model()
     path = tmp_path / "best.weights.h5"
     previous = [{"val_loss": "0.7"}, {"val_loss": "0.9"}]
-    callback = BestWeights(path, "val_loss", "min", initial_best=best_of(previous, "val_loss", "min"))
+    callback = BestWeights(path, "val_loss", "min", initial_best=best_of(previous, "val_loss"))
     callback.set_model(model)
     callback.on_epoch_end(2, {"loss": 0.5, "val_loss": 0.8})
     assert callback.best_epoch is None and not path.exists()  # 0.8 is no better than epoch 1's 0.7

@@ -183,7 +183,7 @@ def fit_stage(cfg: DictConfig, job, record, model, inputs: Inputs, plan: FitPlan
     extra_callbacks = [callback for factory in FIT_CALLBACKS for callback in factory(cfg, job)]
     monitor, mode = cfg.trainer.monitor, monitor_mode(cfg.trainer.monitor)
     before_csv = [
-        BestWeights(best_weights, monitor, mode, initial_best=best_of(previous, monitor, mode)),
+        BestWeights(best_weights, monitor, mode, initial_best=best_of(previous, monitor)),
         ResumedEarlyStopping(
             previous,
             monitor=monitor,
@@ -229,12 +229,12 @@ def fit_stage(cfg: DictConfig, job, record, model, inputs: Inputs, plan: FitPlan
     record.finish_stage("trained", **results, **reported)
 
 
-def trained_results(run_dir: Path, fit, plan: FitPlan, train_texts: int, monitor: str = "val_accuracy") -> dict:
+def trained_results(run_dir: Path, fit, plan: FitPlan, train_texts: int, monitor: str) -> dict:
     """What the ``trained`` stage records, in passes over the training data: from ``history.csv`` (every
     epoch, across resumes) and this process's fit (its seconds and speed). The best epoch is the one
     ``monitor`` picked (BestWeights kept it), and ``best_val_accuracy`` is that epoch's."""
     rows = read_history(run_dir / "history.csv")
-    best = best_row(rows, monitor, monitor_mode(monitor)) if rows else None
+    best = best_row(rows, monitor) if rows else None
     kept = rows[best - 1] if best else {}
     epochs_run = (max(int(r["epoch"]) for r in rows) if rows else fit.counter.last_epoch) / plan.validations_per_epoch
     passes_now = (
@@ -300,13 +300,13 @@ def monitor_mode(monitor: str) -> str:
     return "min" if monitor.endswith("loss") else "max"
 
 
-def best_row(rows: list[dict], key: str, mode: str = "max") -> int:
-    """1-based number of the first row with the best ``key`` (the epoch BestWeights kept)."""
-    sign = -1.0 if mode == "min" else 1.0
-    values = [sign * float(r[key]) if r.get(key) not in (None, "") else float("-inf") for r in rows]
+def best_row(rows: list[dict], monitor: str) -> int:
+    """1-based number of the first row with the best ``monitor`` (the epoch BestWeights kept)."""
+    sign = -1.0 if monitor_mode(monitor) == "min" else 1.0
+    values = [sign * float(r[monitor]) if r.get(monitor) not in (None, "") else float("-inf") for r in rows]
     return values.index(max(values)) + 1
 
 
-def best_of(rows: list[dict], key: str, mode: str = "max"):
-    values = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
-    return (min if mode == "min" else max)(values) if values else None
+def best_of(rows: list[dict], monitor: str):
+    values = [float(r[monitor]) for r in rows if r.get(monitor) not in (None, "")]
+    return (min if monitor_mode(monitor) == "min" else max)(values) if values else None
