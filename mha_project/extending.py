@@ -67,6 +67,9 @@ TEXT_INPUTS: list[Callable] = []
 # Each may give the classifier's optimizer instead of one AdamW (a second rate for part of the model):
 # optimizer(model, trainer_cfg, adamw) -> an optimizer or None, adamw(lr) being the run's AdamW at peak lr.
 OPTIMIZERS: list[Callable] = []
+# Each may give the loss the classifier trains and is evaluated with instead of sparse categorical
+# cross-entropy (one-vs-rest): loss(model) -> a keras.losses.Loss or None.
+LOSSES: list[Callable] = []
 # Each may say, for a dataset built by a known rule, which positions the rule relates, so that the heads
 # following each relation can be named (extras/head_analysis/patterns.py): links(data_cfg) -> None or a function
 # of a text's words -> {relation: [(query position, key position), ...]}.

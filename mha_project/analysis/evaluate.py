@@ -5,13 +5,14 @@ from __future__ import annotations
 from mha_project.analysis.runs import load_run
 from mha_project.data.pipeline import pipeline_from_cfg
 from mha_project.data.sources import load_dataset
+from mha_project.training.fitting import classifier_loss
 
 
 def evaluate_run(run_dir) -> dict:
     run = load_run(run_dir)
     data = load_dataset(run.cfg.data, int(run.cfg.seed))
     test_ds = pipeline_from_cfg(run.cfg, data.test_texts, data.test_labels, run.preprocessor, shuffle=False)
-    run.model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    run.model.compile(loss=classifier_loss(run.model), metrics=["accuracy"])  # the loss it trained with
     loss, accuracy = run.model.evaluate(test_ds, verbose=0)
     return {
         "data_changed": data_changes(run.metrics.get("data_fingerprint"), data.fingerprints()),

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 
 from mha_project.atomic import replaced_atomically
-from mha_project.extending import FIT_BACKUPS, OPTIMIZERS
+from mha_project.extending import FIT_BACKUPS, LOSSES, OPTIMIZERS
 from mha_project.model.classifier import uncompiled_copy
 from mha_project.training.callbacks import EpochCounter, HistoryCSVLogger
 from mha_project.training.history import backed_up_epochs, trim_history
@@ -43,11 +43,17 @@ def classifier_optimizer(model, trainer_cfg, total_steps: int):
     return adamw(trainer_cfg.lr)
 
 
+def classifier_loss(model):
+    """Sparse categorical cross-entropy, or an extra's loss for this model (``LOSSES``: one-vs-rest)."""
+    found = (loss(model) for loss in LOSSES)
+    return next((loss for loss in found if loss is not None), "sparse_categorical_crossentropy")
+
+
 def compile_classifier(model, trainer_cfg, total_steps: int) -> None:
-    """:func:`classifier_optimizer`, sparse categorical cross-entropy, accuracy."""
+    """:func:`classifier_optimizer`, :func:`classifier_loss`, accuracy."""
     model.compile(
         optimizer=classifier_optimizer(model, trainer_cfg, total_steps),
-        loss="sparse_categorical_crossentropy",
+        loss=classifier_loss(model),
         metrics=["accuracy"],
         # trainer.jit_compile is TensorFlow's XLA switch; on JAX, not compiling means running op by op.
         jit_compile=trainer_cfg.jit_compile or keras.backend.backend() == "jax",

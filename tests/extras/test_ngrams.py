@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
 
-from conftest import ROOT, compose_cfg, event_records, run_script, small_model_config
+from conftest import QUIET, ROOT, compose_cfg, event_records, run_script, small_model_config, write_folder_dataset
 from mha_project.analysis.runs import load_run
 from mha_project.errors import UserError
 from mha_project.extras.ngrams.layers import NGRAM_IDS, ngram_inputs
@@ -384,12 +384,73 @@ def test_a_learning_rate_for_an_absent_bag_is_one_line_before_anything_is_made(t
     assert "trainer.ngram_lr=0.01 is invalid with model.ngram_branch=none" in result.stderr and not run_dir.exists()
 
 
+def test_an_objective_for_an_absent_bag_is_refused_in_one_line():
+    from mha_project.checks import validate_config
+    from mha_project.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model.ngram_objective=one_vs_rest is invalid with model.ngram_branch=none"):
+        validate_config(compose_cfg("model.ngram_objective=one_vs_rest"))
+    with pytest.raises(ConfigError, match="model.ngram_objective=ovr is invalid: must be one of softmax, one_vs_rest"):
+        validate_config(compose_cfg("model.ngram_branch=bigram", "model.ngram_objective=ovr"))
+
+
+def test_the_one_vs_rest_loss_is_k_binary_logistic_losses_summed():
+    from mha_project.extras.ngrams.classifier import OneVsRestCrossentropy
+
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(6, 4)), rng.integers(0, 4, size=6)
+    scores = 1 / (1 + np.exp(-logits))
+    is_class = np.eye(4)[labels]
+    # Class k's own binary problem: "is it k?", its logistic loss on that text; summed over k, mean over texts.
+    expected = -(is_class * np.log(scores) + (1 - is_class) * np.log(1 - scores)).sum(axis=1).mean()
+    assert float(OneVsRestCrossentropy()(labels, scores.astype("float32"))) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_one_vs_rest_classifier_scores_each_class_and_trains_with_its_loss(tmp_path):
+    from mha_project.extras.ngrams.classifier import OneVsRestCrossentropy
+
+    config = small_model_config(
+        ngram_branch="bigram", ngram_features=64, ngram_weighting="nb", ngram_objective="one_vs_rest"
+    )
+    model = build_classifier(config, 50, 3)
+    inputs = {"token_ids": np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32"), **model.text_inputs(TEXTS[:2])}
+    model.ngram_branch.adapt([(inputs, np.array([0, 2]))])
+    model.ngram_branch.kernel.assign(np.random.default_rng(0).normal(size=model.ngram_branch.kernel.shape))
+    scores = np.asarray(model(inputs))
+    assert ((scores > 0) & (scores < 1)).all() and not np.allclose(scores.sum(1), 1, atol=1e-3)  # a sigmoid each
+    compile_classifier(model, compose_cfg("debug=tiny").trainer, total_steps=10)
+    assert isinstance(model.loss, OneVsRestCrossentropy)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert loaded.objective == "one_vs_rest"
+    np.testing.assert_allclose(np.asarray(loaded(inputs)), scores, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_one_vs_rest_bag_on_three_classes_is_evaluated_again_with_the_loss_it_trained_with(tmp_path):
+    from mha_project.analysis.evaluate import evaluate_run
+
+    data = write_folder_dataset(tmp_path / "data", classes=("neg", "pos", "mid"), per_class=40, extra_train=())
+    cfg = compose_cfg(
+        "debug=tiny", *QUIET, "data=folder", f"data.path={data}", "model.ngram_branch=bigram_alone",
+        "model.ngram_weighting=nb", "model.ngram_objective=one_vs_rest", "model.ngram_features=4096",
+    )  # fmt: skip
+    metrics = train(cfg, tmp_path / "run")
+    again = evaluate_run(tmp_path / "run")
+    assert again["test_loss"] == pytest.approx(metrics["test_loss"], rel=1e-5)
+    assert again["test_accuracy"] == metrics["test_accuracy"] > 0.5  # three classes: chance is 1/3
+    # The softmax's cross-entropy of the same scores would be another number: the recorded loss is the OvR one.
+    run = load_run(tmp_path / "run")
+    assert run.model.objective == "one_vs_rest" and metrics["hparams"]["ngram_objective"] == "one_vs_rest"
+
+
 def test_a_run_records_its_ngram_options_as_hyper_parameters():
     from mha_project.training.hparams import hparams_of
 
     recorded = hparams_of(compose_cfg("model.ngram_branch=bigram", "trainer.ngram_lr=0.02"))
     assert recorded["ngram_branch"] == "bigram" and recorded["ngram_lr"] == 0.02
     keys = {"ngram_weighting", "ngram_features", "ngram_max_n", "ngram_dim", "ngram_c", "encoder_logit_dropout"}
+    keys |= {"ngram_objective"}
     assert keys <= set(recorded)
 
 

@@ -1,8 +1,9 @@
 """Wide and deep (``model.ngram_branch=bigram``, ``bigram_alone``; ``model.ngram_*``): a bag of every n-gram
 of the whole text beside the encoder, or alone (``layers.py``: a fastText bag, naive-Bayes-weighted or TF-IDF
-features), their logits added (``classifier.py``: ``WideAndDeepClassifier``). Registered with the core: the
-classifier it builds, the inputs it reads from the raw text, the feature weights it learns before the fit, the
-bag's own learning rate, its checks and Keras classes. docs/ngrams.md has the measurements."""
+features), their logits added (``classifier.py``: ``WideAndDeepClassifier``), under one softmax or one
+sigmoid per class (``model.ngram_objective``). Registered with the core: the classifier it builds, the inputs
+it reads from the raw text, the feature weights it learns before the fit, the bag's own learning rate, the
+one-vs-rest loss, its checks and Keras classes. docs/ngrams.md has the measurements."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from mha_project.errors import ConfigError
 from mha_project.extending import (
     CLASSIFIERS,
     HPARAMS,
+    LOSSES,
     MODEL_READY,
     NO_ATTENTION,
     OPTIMIZERS,
@@ -28,6 +30,7 @@ from mha_project.extending import (
 NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch; bigram_alone: no encoder
 # model.ngram_weighting: a mean embedding (BagOfNgrams) | NBSVM (NaiveBayesNgrams) | TF-IDF (TfidfNgrams)
 NGRAM_WEIGHTINGS = ("none", "nb", "tfidf")
+NGRAM_OBJECTIVES = ("softmax", "one_vs_rest")  # model.ngram_objective (classifier.py: OBJECTIVES)
 
 
 @settings("model")
@@ -40,6 +43,7 @@ class NgramSettings:
     ngram_weighting: str = checked(lambda v: v in NGRAM_WEIGHTINGS, "one of " + ", ".join(NGRAM_WEIGHTINGS))
     ngram_c: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+    ngram_objective: str = checked(lambda v: v in NGRAM_OBJECTIVES, "one of " + ", ".join(NGRAM_OBJECTIVES))
 
 
 @settings("trainer")
@@ -82,6 +86,14 @@ def text_inputs(cfg):
     return functools.partial(ngram_inputs, max_n=cfg.model.ngram_max_n)
 
 
+def loss(model):
+    if getattr(model, "objective", "softmax") == "softmax":
+        return None
+    from mha_project.extras.ngrams.classifier import OneVsRestCrossentropy
+
+    return OneVsRestCrossentropy()
+
+
 def optimizer(model, trainer_cfg, adamw):
     if trainer_cfg.get("ngram_lr") is None:
         return None
@@ -111,6 +123,11 @@ def check_ngrams(cfg) -> None:
             f"model.ngram_weighting={model.ngram_weighting} is invalid with model.ngram_branch=none: it "
             "weights the n-gram branch's features; add model.ngram_branch=bigram (or bigram_alone)"
         )
+    if model.ngram_objective != "softmax" and model.ngram_branch == "none":
+        raise ConfigError(
+            f"model.ngram_objective={model.ngram_objective} is invalid with model.ngram_branch=none: it is the "
+            "objective of the wide-and-deep classifier; add model.ngram_branch=bigram (or bigram_alone)"
+        )
     if cfg.trainer.ngram_lr is not None and model.ngram_branch == "none":
         raise ConfigError(
             f"trainer.ngram_lr={cfg.trainer.ngram_lr} is invalid with model.ngram_branch=none: it is the n-gram "
@@ -124,5 +141,6 @@ CLASSIFIERS.append(build)
 MODEL_READY.append(ready)
 TEXT_INPUTS.append(text_inputs)
 OPTIMIZERS.append(optimizer)
+LOSSES.append(loss)
 keras_module("mha_project.extras.ngrams.layers")
 keras_module("mha_project.extras.ngrams.classifier")

@@ -1,17 +1,40 @@
 """The wide-and-deep classifier: the core's encoder head and a bag of n-grams (``layers.py``), their logits
-added before the softmax; how ``model.ngram_*`` builds it, readies it and gives its bag a learning rate."""
+added before the softmax (or a sigmoid per class, one-vs-rest); how ``model.ngram_*`` builds it, readies it
+and gives its bag a learning rate."""
 
 from __future__ import annotations
 
 import keras
-import numpy as np  # noqa: F401  (the example)
+import numpy as np  # noqa: F401  (the examples)
 import tensorflow as tf
-from keras import layers
+from keras import layers, ops
 
 from mha_project.extras.ngrams.layers import BagOfNgrams, LinearNgramLayer, NaiveBayesNgrams, NgramLayer, TfidfNgrams
 from mha_project.model import PACKAGE, POOLINGS
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.classifier import encoder_head
+
+# objective=: one softmax over the classes (multinomial logistic regression) | one sigmoid per class, each
+# class's own binary loss against the rest, summed (K one-vs-rest logistic regressions, as NB-LR fits them).
+OBJECTIVES = ("softmax", "one_vs_rest")
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class OneVsRestCrossentropy(keras.losses.Loss):
+    """Per text, the binary cross-entropy of each class's sigmoid output against "this class or not", summed
+    over the classes: the loss of K one-vs-rest logistic regressions trained side by side.
+
+    >>> round(float(OneVsRestCrossentropy()(np.array([1]), np.array([[0.5, 0.5, 0.5]]))), 4)  # 3 x log 2
+    2.0794
+    """
+
+    def __init__(self, name="one_vs_rest_crossentropy", reduction="sum_over_batch_size", dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        classes = ops.shape(y_pred)[-1]
+        is_class = ops.one_hot(ops.cast(ops.reshape(y_true, (-1,)), "int32"), classes, dtype=y_pred.dtype)
+        return ops.sum(ops.binary_crossentropy(is_class, y_pred), axis=-1)
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -19,7 +42,9 @@ class WideAndDeepClassifier(keras.Model):
     """The core classifier's head (backbone -> pooling -> dropout -> class layer) beside ``ngram_branch``, a
     bag of the whole text's n-grams whose class logits are added to the encoder's before the softmax, so both
     train jointly in one ``fit`` (wide and deep); ``encoder_logit_dropout`` drops the encoder's logits for
-    that fraction of the training examples. With ``backbone=None`` the bag alone classifies (an ablation: no
+    that fraction of the training examples. ``objective="one_vs_rest"``: a sigmoid per class instead of the
+    softmax, trained with :class:`OneVsRestCrossentropy` (each class's score is its own probability; the
+    scores need not sum to 1). With ``backbone=None`` the bag alone classifies (an ablation: no
     attention at all; ``token_ids`` is still an input, unread, so that every run's data feeds every model).
 
     Its input is ``{"token_ids", "ngrams"}``: the encoder's ids, truncated, and the bag's features of the raw
@@ -44,10 +69,13 @@ class WideAndDeepClassifier(keras.Model):
         *,
         ngram_branch: NgramLayer,
         encoder_logit_dropout: float = 0.0,
+        objective: str = "softmax",
         **kwargs,
     ):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r} is invalid: must be one of {', '.join(POOLINGS)}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective={objective!r} is invalid: must be one of {', '.join(OBJECTIVES)}")
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         ngrams = keras.Input(shape=(None, 2), dtype="int32", name="ngrams")
         encoder = None
@@ -62,7 +90,8 @@ class WideAndDeepClassifier(keras.Model):
             )(encoder)
         bag = ngram_branch(ngrams)
         total = bag if encoder is None else layers.Add(dtype="float32", name="wide_and_deep")([encoder, bag])
-        probs = layers.Activation("softmax", dtype="float32", name="probabilities")(total)
+        activation = "softmax" if objective == "softmax" else "sigmoid"
+        probs = layers.Activation(activation, dtype="float32", name="probabilities")(total)
         kwargs.pop("dtype", None)  # its parts': a functional model drops it, and compile reads it (loss scaling)
         inputs = {"token_ids": token_ids, "ngrams": ngrams}
         super().__init__(inputs=inputs, outputs=probs, **kwargs)
@@ -73,6 +102,7 @@ class WideAndDeepClassifier(keras.Model):
         self.pooling = pooling
         self.dropout = dropout
         self.encoder_logit_dropout = encoder_logit_dropout
+        self.objective = objective
 
     def text_inputs(self, texts) -> dict:
         """The bag's inputs for ``texts`` (a string tensor, or a list of strings: then numpy arrays)."""
@@ -90,6 +120,7 @@ class WideAndDeepClassifier(keras.Model):
             "dropout": self.dropout,
             "ngram_branch": keras.layers.serialize(self.ngram_branch),
             "encoder_logit_dropout": self.encoder_logit_dropout,
+            "objective": self.objective,
         }
 
     @classmethod
@@ -125,6 +156,7 @@ def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=N
         dropout=model_cfg.dropout,
         ngram_branch=ngrams,
         encoder_logit_dropout=model_cfg.encoder_logit_dropout,
+        objective=model_cfg.ngram_objective,
         dtype=dtype,
         name="mha_classifier",
     )
