@@ -60,7 +60,7 @@ def log_result(run_dir: Path, metrics: dict, finished_before: bool = False, over
 
 def tested_weights_line(metrics: dict, overfit_hint: bool = True) -> str:
     """Which epoch's weights the test used, and why training stopped where it did."""
-    monitor = metrics.get("monitor", "val_accuracy").replace("_", " ")
+    monitor = metrics["monitor"].replace("_", " ")
     line = f"tested epoch {metrics['best_epoch']}'s weights (the best {monitor})"
     hp = metrics["hparams"]
     if metrics["stopped_early"]:
