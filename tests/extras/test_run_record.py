@@ -226,8 +226,7 @@ def test_two_processes_on_one_run_dir(tmp_path):
         sys.executable,
         str(ROOT / "scripts" / "train.py"),
         *FAST,
-        "epochs=8",  # long enough that the second process starts while the first still trains
-        "trainer.early_stopping_patience=8",
+        "epochs=2",
         "data.limit=600",
         f"hydra.run.dir={run_dir}",
     ]
@@ -237,7 +236,11 @@ def test_two_processes_on_one_run_dir(tmp_path):
         deadline = time.time() + 120
         while not (run_dir / "run.json").exists() and time.time() < deadline and first.poll() is None:
             time.sleep(0.05)
+        # The first holds the lock (run.json is written under it) and is paused there, so the second starts
+        # while the first is mid-run however fast either one is.
+        first.send_signal(signal.SIGSTOP)
         second = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        first.send_signal(signal.SIGCONT)
         assert second.returncode == 2, second.stderr[-2000:]
         assert f"in use by another training process (pid {first.pid})" in second.stderr
         assert first.wait(timeout=300) == 0
