@@ -393,3 +393,15 @@ def test_a_sweeper_or_launcher_of_the_sweep_extra_that_is_missing_names_the_extr
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
         assert f"error: {choice} needs a package that is not installed ({module})" in result.stderr
         assert 'pip install -e ".[sweep]"' in result.stderr and not (tmp_path / "s").exists()
+
+
+def test_a_worker_that_loses_the_race_to_create_the_tables_tries_again_and_other_errors_do_not():
+    from sqlalchemy.exc import OperationalError
+
+    from mha_project.extras.optuna.studies import _lost_table_race
+
+    def sqlite_error(message):
+        return OperationalError("CREATE TABLE studies (...)", {}, Exception(message))
+
+    assert _lost_table_race(sqlite_error("table studies already exists"))  # SQLite's word for the lost race
+    assert not _lost_table_race(sqlite_error("unable to open database file"))

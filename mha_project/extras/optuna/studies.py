@@ -152,10 +152,12 @@ def check_sweep(sweeper_cfg, arguments: list[str]) -> None:
 
 def _lost_table_race(err: Exception) -> bool:
     try:
-        from sqlalchemy.exc import IntegrityError, ProgrammingError
+        from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
     except ImportError:
         return False
-    return isinstance(err, (IntegrityError, ProgrammingError))
+    # PostgreSQL says so with an integrity or programming error, SQLite with "table ... already exists".
+    already = isinstance(err, OperationalError) and "already exists" in str(err)
+    return already or isinstance(err, (IntegrityError, ProgrammingError))
 
 
 def make_pruner(name: str, warmup_steps: int, startup_trials: int, max_resource="auto"):
