@@ -9,14 +9,11 @@ import numpy as np  # noqa: F401  (the examples)
 import tensorflow as tf
 from keras import layers, ops
 
+from mha_project.extras.ngrams import NGRAM_OBJECTIVES
 from mha_project.extras.ngrams.layers import BagOfNgrams, LinearNgramLayer, NaiveBayesNgrams, NgramLayer, TfidfNgrams
 from mha_project.model import PACKAGE, POOLINGS
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.classifier import encoder_head
-
-# objective=: one softmax over the classes (multinomial logistic regression) | one sigmoid per class, each
-# class's own binary loss against the rest, summed (K one-vs-rest logistic regressions, as NB-LR fits them).
-OBJECTIVES = ("softmax", "one_vs_rest")
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -74,8 +71,8 @@ class WideAndDeepClassifier(keras.Model):
     ):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r} is invalid: must be one of {', '.join(POOLINGS)}")
-        if objective not in OBJECTIVES:
-            raise ValueError(f"objective={objective!r} is invalid: must be one of {', '.join(OBJECTIVES)}")
+        if objective not in NGRAM_OBJECTIVES:
+            raise ValueError(f"objective={objective!r} is invalid: must be one of {', '.join(NGRAM_OBJECTIVES)}")
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         ngrams = keras.Input(shape=(None, 2), dtype="int32", name="ngrams")
         encoder = None
