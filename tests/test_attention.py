@@ -135,6 +135,7 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     assert (tmp_path / "money.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
     from mha_project.attention.plots import attention_grid
 
@@ -153,6 +154,7 @@ def test_heatmap_grid_wraps_at_four_heads_and_says_how_many_tokens_it_shows():
     assert "(5 tokens;" in fig._suptitle.get_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", ["shared", "per_head"])
 def test_heatmap_scales_are_what_the_title_says_and_the_uniform_mark_is_readable(scale):
     # One colour scale for every head, and the uniform weight "1/n" on its own tick.

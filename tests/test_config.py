@@ -25,6 +25,7 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for folder in folders for p in folder.glob("*.yaml"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("group", ["data", "model", "trainer", "logger", "experiment", "hparams_search"])
 def test_every_option_of_every_group_composes(group):
     options = group_options(group)
@@ -104,6 +105,7 @@ def test_defaults_are_valid():
     validate_config(compose_train())
 
 
+@pytest.mark.slow
 def test_the_schema_holds_types_only_and_every_value_is_in_the_yaml():
     import dataclasses
 
@@ -143,6 +145,7 @@ def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
     assert attention_memory_bytes(32, 4, 1, 128) == 3 * 32 * 4 * 128 * 128 * 4
 
 
+@pytest.mark.slow
 def test_help_offers_only_real_options_in_each_group():
     # `--help` offers only real options: the shared base file of data/ is not among them.
     listing = run_script("train.py", "--help").stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]

@@ -69,6 +69,7 @@ def test_bucket_boundaries():
     assert bucket_boundaries(8, 32) == [8]
 
 
+@pytest.mark.slow
 def test_pipeline_pads_to_buckets_not_seq_len():
     texts = ["word " * n for n in (3, 5, 20, 40, 90, 3, 4, 6)]
     labels = np.arange(len(texts)) % 2
@@ -109,6 +110,7 @@ def test_truncation_keeps_the_promised_tokens(truncation, seq_len):
     assert kept == [_kept(r, seq_len, truncation) for r in rows]
 
 
+@pytest.mark.slow
 def test_pipeline_and_encode_truncate_alike():
     texts = [" ".join(f"w{i}" for i in range(n)) for n in (3, 12, 30)]
     vec = make_vectorizer(texts, vocab_size=50)
@@ -130,6 +132,7 @@ def test_a_val_fraction_that_leaves_no_training_texts_is_refused():
         load_dataset(data_cfg(val_fraction=0.9999), seed=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bucketing, bucket_width", [(True, None), (True, 8), (False, None)])
 def test_pipeline_knows_its_batch_count(bucketing, bucket_width):
     # Keras shows a first-epoch progress bar with a length and an ETA only when tf.data knows the count;
@@ -164,6 +167,7 @@ def test_vocabulary_can_be_adapted_on_a_seeded_sample():
     assert make_vectorizer(texts, vocab_size=1000, sample=500).vocabulary_size() == full.vocabulary_size()
 
 
+@pytest.mark.slow
 def test_the_processes_slices_of_each_batch_make_up_the_one_process_batch():
     # Data-parallel processes (part=(p, P)): together they feed exactly the batches one process would,
     # epoch after epoch of reshuffling: no example lost, none seen twice, the same order.

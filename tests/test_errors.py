@@ -43,6 +43,7 @@ BAD_OVERRIDES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override,needle", BAD_OVERRIDES)
 def test_bad_overrides(tmp_path, override, needle):
     run_dir = tmp_path / "run"
@@ -218,6 +219,7 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
         ("torch", "KERAS_BACKEND=torch is invalid"),
     ],
 )
+@pytest.mark.slow
 def test_a_backend_that_cannot_train_is_one_line_before_anything_loads(tmp_path, backend, needle):
     # A fresh process: KERAS_BACKEND is read when Keras is first imported.
     result = run_script("train.py", f"hydra.run.dir={tmp_path / 'run'}", env={"KERAS_BACKEND": backend})
@@ -235,6 +237,7 @@ def test_a_missing_backend_names_the_extra_that_brings_it(monkeypatch):
         validate_config(compose_cfg())
 
 
+@pytest.mark.slow
 def test_a_run_or_sweep_dir_that_cannot_be_made_is_one_line(tmp_path):
     (tmp_path / "a_file").write_text("mine")
     for key, place, why in (

@@ -40,6 +40,7 @@ def test_padding_gets_zero_attention(norm_first):
         np.testing.assert_allclose(sums[np.broadcast_to(real[:, None, :], sums.shape)], 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("local_conv", [0, 3])  # the convolution reads padding as zeros, as it reads the edges
 def test_padding_does_not_change_prediction(local_conv):
     keras.utils.set_random_seed(2)
@@ -117,6 +118,7 @@ def test_attention_dropout_defaults_to_dropout(attention_dropout, expected):
     assert block.attention_output_dropout.rate == block.ff_dropout.rate == 0.3
 
 
+@pytest.mark.slow
 def test_model_round_trips_through_keras_file(tmp_path):
     keras.utils.set_random_seed(3)
     model = build_classifier(model_cfg(value_dim=6, norm_first=True), vocab_size=20, num_classes=4)
@@ -128,6 +130,7 @@ def test_model_round_trips_through_keras_file(tmp_path):
     assert len(blocks) == 2 and blocks[0].attention.value_dim == 6 and blocks[0].norm_first
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pooling", ["mean_max", "cls"])
 def test_other_poolings_round_trip_and_ignore_padding(tmp_path, pooling):
     keras.utils.set_random_seed(4)
@@ -149,6 +152,7 @@ def test_classifier_head_any_number_of_classes():
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("input_scale", ["layer_norm", "sqrt_dim", "none"])
 def test_input_scale_round_trips_and_sets_the_first_attentions_input_scale(tmp_path, input_scale):
     keras.utils.set_random_seed(5)
@@ -178,6 +182,7 @@ def test_unknown_input_scale_is_a_one_line_error():
         TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, input_scale="bogus")
 
 
+@pytest.mark.slow
 def test_training_never_requests_attention_scores_and_analysis_does(monkeypatch):
     # Keras takes its fused dot-product-attention path only when no scores are requested: a spy on
     # MultiHeadAttention.call records what fit / predict ask for, and what attention_scores asks for.
@@ -232,6 +237,7 @@ def test_rotary_attention_sees_positions_that_plain_attention_cannot():
     )
 
 
+@pytest.mark.slow
 def test_rotary_classifier_has_no_position_table_and_round_trips(tmp_path):
     keras.utils.set_random_seed(6)
     model = build_classifier(model_cfg(position_encoding="rotary", pooling="cls"), vocab_size=20, num_classes=2)
@@ -266,6 +272,7 @@ class KerasLayerChecks(TestCase):
             expected_mask_shape=(2, 5),
         )
 
+    @pytest.mark.slow
     def test_encoder_block(self):
         self.run_layer_test(
             EncoderBlock,
@@ -276,6 +283,7 @@ class KerasLayerChecks(TestCase):
             expected_num_seed_generators=3,  # attention, residual and feed-forward dropout
         )
 
+    @pytest.mark.slow
     def test_encoder_block_with_rotary_positions_and_pre_norm(self):
         self.run_layer_test(
             EncoderBlock,
@@ -308,6 +316,7 @@ class KerasLayerChecks(TestCase):
             run_training_check=False,
         )
 
+    @pytest.mark.slow
     def test_encoder_backbone(self):
         from mha_project.model.backbone import EncoderBackbone
 
@@ -325,6 +334,7 @@ class KerasLayerChecks(TestCase):
             # test_padding_does_not_change_prediction checks that the classifier on it ignores padding.
         )
 
+    @pytest.mark.slow
     def test_encoder_backbone_with_a_local_convolution(self):
         from mha_project.model.backbone import EncoderBackbone
 

@@ -37,6 +37,7 @@ def test_warmup_cosine_round_trips_through_keras_serialization():
     assert isinstance(restored, WarmupCosine) and restored.get_config() == schedule.get_config()
 
 
+@pytest.mark.slow
 def test_the_train_step_is_traced_once_across_fits_and_shapes():
     """Keras creates the optimizer's and metrics' variables inside the first traced step unless they
     exist already, and tf.function then traces the whole step a second time (seconds on a CPU)."""

@@ -66,6 +66,7 @@ def test_folder_with_an_unreadable_file_names_the_split(tmp_path):
         load_dataset(data_cfg(name="folder", path=str(root)), seed=0)
 
 
+@pytest.mark.slow
 def test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory(tmp_path):
     import keras
 
@@ -135,6 +136,7 @@ def folder_cases(tmp_path: Path):
     ]
 
 
+@pytest.mark.slow
 def test_a_folder_dataset_without_its_path_is_one_line(tmp_path):
     assert_clean_failure(run_script("train.py", "data=folder", f"hydra.run.dir={tmp_path / 'run'}"), "data.path")
 

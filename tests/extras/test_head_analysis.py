@@ -214,6 +214,7 @@ def tiny_model(heads=3, layers=2):
     return build_classifier(cfg, vocab_size=30, num_classes=2)
 
 
+@pytest.mark.slow
 def test_masking_a_head_changes_output_and_masking_none_does_not():
     model = tiny_model()
     ids = np.random.default_rng(0).integers(1, 30, size=(8, 10))
@@ -227,6 +228,7 @@ def test_masking_a_head_changes_output_and_masking_none_does_not():
     np.testing.assert_allclose(model.predict(ids, verbose=0), before, atol=1e-6)  # the original is untouched
 
 
+@pytest.mark.slow
 def test_head_importance_shapes():
     model = tiny_model(heads=2, layers=1)
     ids = np.random.default_rng(1).integers(1, 30, size=(16, 10))

@@ -214,6 +214,7 @@ def test_render_refuses_what_is_no_attention_in_one_line(tokens, attention, show
     assert shown in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_the_lines_figure_labels_every_token_and_a_stronger_weight_draws_a_more_opaque_line(tmp_path):
     from mha_project.attention import MIN_WEIGHT
     from mha_project.attention.plots import attention_lines, save_figure_as

@@ -32,6 +32,7 @@ def served_and_kept(run_dir: Path):
     return served, np.asarray(run.model.predict(run.model_inputs(TEXTS), verbose=0)), run
 
 
+@pytest.mark.slow
 def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_further():
     overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_features=64", "lr=0.001")
     shared, own = (compose_cfg(*overrides, *extra) for extra in ((), ("trainer.ngram_lr=0.1",)))
@@ -222,6 +223,7 @@ def test_the_bag_reads_each_distinct_ngram_of_the_raw_text_with_its_count(max_n)
         assert (ids[counts == 0] == 0).all()  # the rest is padding
 
 
+@pytest.mark.slow
 def test_the_bag_reads_the_whole_text_past_seq_len_and_outside_the_vocabulary():
     from mha_project.data.pipeline import TextPreprocessor, pipeline_from_cfg
     from mha_project.data.vocabulary import make_vectorizer
@@ -337,6 +339,7 @@ def test_naive_bayes_ratios_are_one_vs_rest_for_more_classes():
 @pytest.mark.parametrize(
     "branch, weighting", [("bigram", "none"), ("bigram_alone", "none"), ("bigram", "nb"), ("bigram_alone", "tfidf")]
 )
+@pytest.mark.slow
 def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting):
     config = small_model_config(ngram_branch=branch, ngram_features=64, ngram_dim=4, ngram_weighting=weighting)
     model = build_classifier(config, 50, 2)
@@ -406,6 +409,7 @@ def test_the_one_vs_rest_loss_is_k_binary_logistic_losses_summed():
     assert float(OneVsRestCrossentropy()(labels, scores.astype("float32"))) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_one_vs_rest_classifier_scores_each_class_and_trains_with_its_loss(tmp_path):
     from mha_project.extras.ngrams.classifier import OneVsRestCrossentropy
 

@@ -106,6 +106,7 @@ def test_the_first_trials_of_a_seeded_tpe_sweep_cover_every_choice_and_every_str
     assert trial.suggest_categorical("heads", [1, 2, 4, 8]) == drawn[0][0]  # seeded: the same design
 
 
+@pytest.mark.slow
 def test_importances_come_from_enough_trials_and_name_a_parameter_that_never_varied(tmp_path):
     from mha_project.extras.optuna.report_section import study_report
     from mha_project.extras.optuna.studies import write_study_pointer
@@ -262,6 +263,7 @@ def test_a_journal_file_holds_a_study(tmp_path):
     assert len(optuna.load_study(study_name=STUDY, storage=journal).trials) == 2
 
 
+@pytest.mark.slow
 def test_bad_storages_and_search_spaces_are_one_line_and_leave_a_users_file_as_it_was(tmp_path):
     notes = tmp_path / "notes.log"
     notes.write_text("my notes\n")

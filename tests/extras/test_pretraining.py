@@ -119,6 +119,7 @@ def small_lm(tie=True, cls=False, position_encoding="learned"):
     return MaskedLanguageModel(backbone, tie_embeddings=tie)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tie, position_encoding", [(True, "learned"), (False, "learned"), (True, "rotary")])
 def test_masked_language_model_round_trips_through_model_save(tmp_path, tie, position_encoding):
     import keras
@@ -157,6 +158,7 @@ def test_replace_with_samples_marks_exactly_the_changed_tokens():
     assert (corrupted[ids == 0] == 0).all()
 
 
+@pytest.mark.slow
 def test_electra_round_trips_and_fills_masks_with_its_generator(tmp_path):
     import keras
 
@@ -622,12 +624,14 @@ def test_a_bad_pretrain_setting_is_one_line_before_anything_is_made(tmp_path, ov
     assert len(result.stderr.strip().splitlines()) == 1 and not run_dir.exists()
 
 
+@pytest.mark.slow
 def test_help_offers_the_pretrain_options_and_not_their_shared_base():
     listing = run_script("train.py", "--help").stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
     groups = dict(line.split(": ", 1) for line in listing.splitlines() if ": " in line)
     assert groups["pretrain"].split(", ") == ["electra", "mlm", "none"]
 
 
+@pytest.mark.slow
 def test_a_run_records_its_pretraining_as_a_hyper_parameter():
     from mha_project.training.hparams import hparams_of
 

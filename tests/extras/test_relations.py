@@ -35,6 +35,7 @@ def test_each_task_labels_by_its_rule_balances_its_classes_and_repeats_with_its_
     assert again[0] == texts and other[0] != texts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", list(TASKS))
 def test_no_word_and_no_pair_of_neighbours_tells_the_classes_apart(task):
     (texts, labels), _, _ = generate(task, 20000, 1, seed=3)

@@ -13,6 +13,7 @@ import pytest
 from conftest import compose_cfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("truncation, other", [("head", "tail"), ("tail", "head"), ("head_tail", "head")])
 def test_the_export_reads_the_tokens_training_read(tmp_path: Path, truncation, other):
     import numpy as np

@@ -83,6 +83,7 @@ def test_integer_labels_are_classes_in_numeric_order(tmp_path):
     assert data.class_names == ["1", "2", "10"]
 
 
+@pytest.mark.slow
 def test_the_test_split_is_a_seeded_stratified_share_or_a_second_file(tmp_path):
     frame = review_table(50, classes=("bad", "good", "okay"))
     frame = frame[~((frame.stars == "okay") & (frame.index % 2 == 0))]  # unbalanced: 50 / 50 / 25

@@ -19,6 +19,7 @@ def data_cfg(name, **kw):
     return compose_cfg(f"data={name}", *(f"data.{k}={v}" for k, v in kw.items())).data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,tfds_name,num_classes", [("imdb", "imdb_reviews", 2), ("ag_news", "ag_news_subset", 4)])
 def test_tfds_loaders_with_mock_data(monkeypatch, name, tfds_name, num_classes):
     monkeypatch.setattr(tfds_texts, "check_download_possible", lambda *a, **k: None)
@@ -30,6 +31,7 @@ def test_tfds_loaders_with_mock_data(monkeypatch, name, tfds_name, num_classes):
     assert set(np.unique(d.train_labels)) <= set(range(num_classes))
 
 
+@pytest.mark.slow
 def test_tfds_texts_stay_in_tfds_and_batch_exactly_as_texts_in_memory(monkeypatch):
     monkeypatch.setattr(tfds_texts, "check_download_possible", lambda *a, **k: None)
     with tfds.testing.mock_data(num_examples=40):
