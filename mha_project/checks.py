@@ -63,11 +63,6 @@ def _check_data(cfg: DictConfig) -> None:
 
 
 def _check_model(cfg: DictConfig) -> None:
-    if cfg.model.position_encoding == "rotary" and cfg.model.key_dim % 2:
-        raise ConfigError(
-            f"key_dim={cfg.model.key_dim} is invalid with model.position_encoding=rotary: rotary positions rotate "
-            "pairs of query/key features, so key_dim must be even"
-        )
     _check_attention_memory(cfg)
 
 

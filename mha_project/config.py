@@ -18,8 +18,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from mha_project.data import TRUNCATIONS
-from mha_project.extending import DATA_SOURCES, SETTINGS
-from mha_project.model import INPUT_SCALES, POOLINGS, POSITION_ENCODINGS
+from mha_project.extending import DATA_SOURCES, POSITION_ENCODINGS, SETTINGS
+from mha_project.model import INPUT_SCALES, LEARNED_POSITIONS, POOLINGS
 
 DATASETS = ("fine_foods",)  # configs/data/, data/sources.py; the extras add theirs (TFDS, folders, tables)
 MONITORS = ("val_accuracy", "val_loss")  # trainer.monitor: what picks the best epoch (accuracy up, loss down)
@@ -47,6 +47,11 @@ SHORTCUTS = {
 def datasets() -> tuple[str, ...]:
     """Every ``data=`` name: the core's and the extras' (``mha_project/extending.py``)."""
     return (*DATASETS, *DATA_SOURCES)
+
+
+def position_encodings() -> tuple[str, ...]:
+    """Every ``model.position_encoding``: the learned table and the extras' (``mha_project/extending.py``)."""
+    return (LEARNED_POSITIONS, *POSITION_ENCODINGS)
 
 
 def keras_backend() -> str:
@@ -107,7 +112,9 @@ class ModelConfig:
     norm_first: bool = MISSING
     pooling: str = checked(lambda v: v in POOLINGS, "one of " + ", ".join(POOLINGS))
     embedding_norm: str = checked(lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES))
-    position_encoding: str = checked(lambda v: v in POSITION_ENCODINGS, "one of " + ", ".join(POSITION_ENCODINGS))
+    position_encoding: str = checked(
+        lambda v: v in position_encodings(), lambda: "one of " + ", ".join(position_encodings())
+    )
     local_conv: int = checked(lambda v: is_int(v) and v >= 0, "an integer >= 0 (0: none)")
 
 

@@ -53,6 +53,9 @@ PROCESS_LOCAL: list[Callable] = []
 # run's record is written it checks what it needs: an object with check(cfg, inputs) and
 # backbone(cfg, job, record, inputs, strategy) -> an EncoderBackbone or None. The first backbone is taken.
 BACKBONE_SOURCES: list = []
+# model.position_encoding -> the attention layer of an encoder that has no learned position table (positions
+# encoded inside attention): make(**MultiHeadAttention's arguments) -> a keras.layers.MultiHeadAttention.
+POSITION_ENCODINGS: dict[str, Callable] = {}
 # Each may build the classifier for a config instead of the core's TextClassifier (a wide-and-deep model):
 # build(model_cfg, vocab_size, num_classes, backbone, dtype) -> a keras.Model or None. The first is taken.
 CLASSIFIERS: list[Callable] = []

@@ -126,14 +126,6 @@ def test_the_schema_holds_types_only_and_every_value_is_in_the_yaml():
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
 
 
-def test_an_odd_key_dim_with_rotary_positions_is_refused_before_anything_runs():
-    # Refused before anything is written, so the corrected command can use the same run directory.
-    with pytest.raises(ConfigError, match=r"^key_dim=7 is invalid with model.position_encoding=rotary: .* even"):
-        validate_config(compose_train("model.position_encoding=rotary", "key_dim=7"))
-    validate_config(compose_train("model.position_encoding=rotary", "key_dim=8"))
-    validate_config(compose_train("key_dim=7"))  # learned positions take any key_dim
-
-
 def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
     # Attention's memory is estimated up front: seq_len=100000 without bucketing is one line, not an OOM.
     from mha_project.checks import attention_memory_bytes

@@ -6,10 +6,9 @@ from keras.src.testing import TestCase  # Keras's own layer test harness (not pu
 from conftest import small_model_config
 from mha_project.attention.scores import attention_scores
 from mha_project.model.backbone import encoder_blocks
-from mha_project.model.classifier import build_classifier, model_summary
+from mha_project.model.classifier import build_classifier
 from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
 from mha_project.model.poolings import MaskedMeanPooling
-from mha_project.model.rotary import RotaryMultiHeadAttention, rotate_positions
 
 
 def model_cfg(**kw):
@@ -84,7 +83,6 @@ def test_embedding_mask_and_short_inputs():
         MaskedMeanPooling(name="p"),
         TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, cls_token=True, name="c"),
         TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, learned_positions=False, name="d"),
-        EncoderBlock(num_heads=2, key_dim=4, ff_dim=6, rotary_positions=True, name="e"),
         EncoderBlock(num_heads=2, key_dim=4, ff_dim=6, use_gate=True, sliding_window=2, name="g"),
     ],
 )
@@ -93,6 +91,13 @@ def test_layer_config_round_trip(layer):
     clone = keras.saving.deserialize_keras_object(config)
     assert type(clone) is type(layer)
     assert clone.get_config() == layer.get_config()
+
+
+def test_a_block_whose_position_encoding_no_extra_gives_is_refused_when_built():
+    # A model saved with an extra's attention (its config names it) and loaded where that extra is absent.
+    block = EncoderBlock(num_heads=2, key_dim=4, ff_dim=6, position_encoding="sinusoidal")
+    with pytest.raises(ValueError, match="position_encoding='sinusoidal' is invalid: must be one of learned"):
+        block(keras.random.normal((1, 3, 8)))
 
 
 def test_sliding_window_keeps_each_token_to_its_neighbours_and_the_gate_adds_a_projection():
@@ -205,55 +210,6 @@ def test_training_never_requests_attention_scores_and_analysis_does(monkeypatch)
     assert requested == [True, True] and scores[0].shape == (3, 4, 6, 6)
 
 
-def test_rotary_positions_rotate_pairs_and_keep_norms():
-    x = np.random.default_rng(0).normal(size=(2, 7, 3, 8)).astype("float32")
-    rotated = np.asarray(rotate_positions(x))
-    np.testing.assert_allclose(rotated[:, 0], x[:, 0], atol=1e-6)  # position 0: angle 0
-    np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
-    # Position 3, first pair (features 0 and 4) turns by 3 radians (frequency 1), as in RoFormer.
-    c, s = np.cos(3.0), np.sin(3.0)
-    np.testing.assert_allclose(rotated[:, 3, :, 0], x[:, 3, :, 0] * c - x[:, 3, :, 4] * s, atol=1e-5)
-    np.testing.assert_allclose(rotated[:, 3, :, 4], x[:, 3, :, 4] * c + x[:, 3, :, 0] * s, atol=1e-5)
-    with pytest.raises(ValueError, match="even key_dim, got 5"):
-        rotate_positions(np.zeros((1, 3, 1, 5), "float32"))
-
-
-def test_rotary_attention_sees_positions_that_plain_attention_cannot():
-    # Ten copies of one vector: without position information every query scores every key alike.
-    x = np.tile(np.random.default_rng(1).normal(size=(1, 1, 16)).astype("float32"), (1, 10, 1))
-    keras.utils.set_random_seed(2)
-    plain = keras.layers.MultiHeadAttention(num_heads=2, key_dim=8)
-    keras.utils.set_random_seed(2)
-    rotary = RotaryMultiHeadAttention(num_heads=2, key_dim=8)
-    _, plain_scores = plain(x, x, return_attention_scores=True)
-    _, rotary_scores = rotary(x, x, return_attention_scores=True)
-    np.testing.assert_allclose(np.asarray(plain_scores), 0.1, atol=1e-6)
-    assert np.ptp(np.asarray(rotary_scores), axis=-1).max() > 1e-3
-    # ... and the scores depend on the distance only: query 2 -> key 3 equals query 5 -> key 6.
-    np.testing.assert_allclose(
-        rotary_scores[0, :, 2, 3] / rotary_scores[0, :, 2, 2],
-        rotary_scores[0, :, 5, 6] / rotary_scores[0, :, 5, 5],
-        rtol=1e-4,
-    )
-
-
-@pytest.mark.slow
-def test_rotary_classifier_has_no_position_table_and_round_trips(tmp_path):
-    keras.utils.set_random_seed(6)
-    model = build_classifier(model_cfg(position_encoding="rotary", pooling="cls"), vocab_size=20, num_classes=2)
-    assert not any("position_embedding" in w.path for w in model.weights)
-    assert all(isinstance(block.attention, RotaryMultiHeadAttention) for block in encoder_blocks(model))
-    assert "each RotaryMultiHeadAttention(num_heads=4, key_dim=8" in model_summary(model)
-    short = model.predict(np.array([[5, 6, 7]]), verbose=0)
-    np.testing.assert_allclose(model.predict(np.array([[5, 6, 7, 0, 0]]), verbose=0), short, atol=1e-5)
-    # Word order matters to it (a bag of words would give the same output).
-    assert not np.allclose(model.predict(np.array([[7, 6, 5]]), verbose=0), short, atol=1e-6)
-    model.save(tmp_path / "m.keras")
-    reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
-    assert all(isinstance(block.attention, RotaryMultiHeadAttention) for block in encoder_blocks(reloaded))
-    np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0), atol=1e-6)
-
-
 # ---- Keras's own layer checks (what keras-hub runs on every layer) ---------------------------------
 
 
@@ -283,16 +239,6 @@ class KerasLayerChecks(TestCase):
             expected_num_seed_generators=3,  # attention, residual and feed-forward dropout
         )
 
-    @pytest.mark.slow
-    def test_encoder_block_with_rotary_positions_and_pre_norm(self):
-        self.run_layer_test(
-            EncoderBlock,
-            init_kwargs=dict(num_heads=2, key_dim=4, ff_dim=8, rotary_positions=True, norm_first=True),
-            input_shape=(2, 5, 6),
-            expected_output_shape=(2, 5, 6),
-            expected_num_trainable_weights=16,
-        )
-
     def test_local_convolution(self):
         self.run_layer_test(
             LocalConvolution,
@@ -302,18 +248,6 @@ class KerasLayerChecks(TestCase):
             expected_num_trainable_weights=4,  # the Conv1D's kernel and bias, LayerNorm's gamma and beta
             expected_num_seed_generators=1,
             supports_masking=True,
-        )
-
-    def test_rotary_multi_head_attention(self):
-        self.run_layer_test(
-            RotaryMultiHeadAttention,
-            init_kwargs=dict(num_heads=2, key_dim=4),
-            input_shape={"query_shape": (2, 5, 6), "value_shape": (2, 5, 6)},
-            expected_output_shape=(2, 5, 6),
-            expected_num_trainable_weights=8,
-            # As in Keras's own MultiHeadAttention test: the harness's training model cannot pass query and
-            # value by name; EncoderBlock's tests train it (rotary_positions=True).
-            run_training_check=False,
         )
 
     @pytest.mark.slow

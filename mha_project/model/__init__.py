@@ -6,5 +6,5 @@ Importing this package is cheap (no Keras): ``mha_project.config`` reads the opt
 PACKAGE = "mha_project"  # the package every layer and model here is registered under with Keras
 
 INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
-POSITION_ENCODINGS = ("learned", "rotary")  # model.position_encoding (model/rotary.py, RotaryMultiHeadAttention)
+LEARNED_POSITIONS = "learned"  # model.position_encoding: a learned table; the extras add theirs (extending.py)
 POOLINGS = ("mean", "mean_max", "cls")  # model.pooling (model/classifier.py): the token vectors -> one

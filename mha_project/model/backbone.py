@@ -8,7 +8,7 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.model import PACKAGE
+from mha_project.model import LEARNED_POSITIONS, PACKAGE
 from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
 
 
@@ -48,13 +48,12 @@ class EncoderBackbone(keras.Model):
         sliding_window: int | None = None,
         norm_first: bool = False,
         embedding_norm: str = "layer_norm",
-        position_encoding: str = "learned",
+        position_encoding: str = LEARNED_POSITIONS,
         cls_token: bool = False,
         local_conv: int = 0,
         dtype=None,
         **kwargs,
     ):
-        rotary = position_encoding == "rotary"  # positions inside attention instead of a learned table
         # Built in call order (their random seeds follow it), each in the backbone's dtype policy (reloads as one).
         self.embedding = TokenAndPositionEmbedding(
             vocab_size,
@@ -62,7 +61,7 @@ class EncoderBackbone(keras.Model):
             embed_dim,
             cls_token=cls_token,
             input_scale=embedding_norm,
-            learned_positions=not rotary,
+            learned_positions=position_encoding == LEARNED_POSITIONS,  # else attention encodes them
             dtype=dtype,
             name="embedding",
         )
@@ -83,7 +82,8 @@ class EncoderBackbone(keras.Model):
             norm_first=norm_first,
         )
         self.blocks = [
-            EncoderBlock(**block, rotary_positions=rotary, dtype=dtype, name=f"encoder_{i}") for i in range(num_layers)
+            EncoderBlock(**block, position_encoding=position_encoding, dtype=dtype, name=f"encoder_{i}")
+            for i in range(num_layers)
         ]
         norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from mha_project.model import INPUT_SCALES, PACKAGE
-from mha_project.model.rotary import RotaryMultiHeadAttention
+from mha_project.extending import POSITION_ENCODINGS
+from mha_project.model import INPUT_SCALES, LEARNED_POSITIONS, PACKAGE
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -25,9 +25,9 @@ class TokenAndPositionEmbedding(layers.Layer):
         embed_dim: width of the embeddings (the model's ``d_model``).
         cls_token: prepend a learned ``[CLS]`` vector (position 0) that the classifier reads; the
             output is then one position longer than the input.
-        learned_positions: add the learned position table (the default); ``False`` for
-            ``model.position_encoding=rotary``, where attention itself encodes positions
-            (:class:`RotaryMultiHeadAttention`) and the embedding is the token's alone.
+        learned_positions: add the learned position table (the default); ``False`` when attention itself
+            encodes positions (another ``model.position_encoding``: ``EncoderBlock``) and the embedding is the
+            token's alone.
         input_scale: how the summed token + position embeddings are scaled before the first
             attention layer. ``"layer_norm"`` (BERT, keras-hub's BERT backbone): a LayerNormalization,
             so queries and keys start at unit scale and the first attention's logits can move;
@@ -202,8 +202,8 @@ class EncoderBlock(layers.Layer):
         sliding_window: each token attends only to tokens fewer than this many positions away; ``None``: all.
         norm_first: pre-norm instead of post-norm.
         layer_norm_epsilon: epsilon of both LayerNormalizations.
-        rotary_positions: rotate queries and keys by their positions (:class:`RotaryMultiHeadAttention`)
-            so that attention scores depend on relative positions.
+        position_encoding: ``"learned"`` (the embedding's table: ``keras.layers.MultiHeadAttention`` as it is), or
+            the name of an attention layer that encodes positions itself (an extra's ``POSITION_ENCODINGS``).
 
     Call args:
         inputs: ``(batch, seq, embed_dim)``.
@@ -231,12 +231,12 @@ class EncoderBlock(layers.Layer):
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         attention_dropout: float | None = None,
-        rotary_positions: bool = False,
+        position_encoding: str = LEARNED_POSITIONS,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = num_heads
-        self.rotary_positions = rotary_positions
+        self.position_encoding = position_encoding
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.ff_dim = ff_dim
@@ -252,8 +252,14 @@ class EncoderBlock(layers.Layer):
 
     def build(self, input_shape):
         embed_dim = input_shape[-1]
-        attention_class = RotaryMultiHeadAttention if self.rotary_positions else layers.MultiHeadAttention
-        self.attention = attention_class(
+        if self.position_encoding == LEARNED_POSITIONS:
+            make_attention = layers.MultiHeadAttention
+        elif self.position_encoding in POSITION_ENCODINGS:
+            make_attention = POSITION_ENCODINGS[self.position_encoding]
+        else:  # a model saved with an extra that is not installed here
+            known = ", ".join((LEARNED_POSITIONS, *POSITION_ENCODINGS))
+            raise ValueError(f"position_encoding={self.position_encoding!r} is invalid: must be one of {known}")
+        self.attention = make_attention(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
             value_dim=self.value_dim,
@@ -350,6 +356,6 @@ class EncoderBlock(layers.Layer):
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
             attention_dropout=self.attention_dropout,
-            rotary_positions=self.rotary_positions,
+            position_encoding=self.position_encoding,
         )
         return config

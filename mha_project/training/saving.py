@@ -9,7 +9,6 @@ import mha_project.model.backbone  # noqa: F401  (EncoderBackbone)
 import mha_project.model.classifier  # noqa: F401  (TextClassifier)
 import mha_project.model.layers  # noqa: F401  (TokenAndPositionEmbedding, EncoderBlock, ...)
 import mha_project.model.poolings  # noqa: F401
-import mha_project.model.rotary  # noqa: F401  (RotaryMultiHeadAttention)
 import mha_project.training.schedules  # noqa: F401  (WarmupCosine, saved with each model's optimizer)
 from mha_project.errors import UserError, message_line
 from mha_project.extending import import_keras_modules

@@ -1,5 +1,7 @@
 """Rotary positions (RoFormer): queries and keys rotated by position inside attention
-(``model.position_encoding=rotary``), so attention scores depend on relative positions only."""
+(``model.position_encoding=rotary``), so attention scores depend on relative positions only.
+
+Keras classes: imported when Keras is (``keras_module`` in this extra's ``__init__``)."""
 
 from __future__ import annotations
 
