@@ -26,11 +26,7 @@ from mha_project.extending import (
     keras_module,
     settings,
 )
-
-NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch; bigram_alone: no encoder
-# model.ngram_weighting: a mean embedding (BagOfNgrams) | NBSVM (NaiveBayesNgrams) | TF-IDF (TfidfNgrams)
-NGRAM_WEIGHTINGS = ("none", "nb", "tfidf")
-NGRAM_OBJECTIVES = ("softmax", "one_vs_rest")  # model.ngram_objective; WideAndDeepClassifier(objective=)
+from mha_project.extras.ngrams.options import NGRAM_BRANCHES, NGRAM_OBJECTIVES, NGRAM_WEIGHTINGS
 
 
 @settings("model")

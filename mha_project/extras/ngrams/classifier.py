@@ -9,8 +9,8 @@ import numpy as np  # noqa: F401  (the examples)
 import tensorflow as tf
 from keras import layers, ops
 
-from mha_project.extras.ngrams import NGRAM_OBJECTIVES
 from mha_project.extras.ngrams.layers import BagOfNgrams, LinearNgramLayer, NaiveBayesNgrams, NgramLayer, TfidfNgrams
+from mha_project.extras.ngrams.options import NGRAM_OBJECTIVES
 from mha_project.model import PACKAGE, POOLINGS
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.classifier import encoder_head
