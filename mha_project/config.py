@@ -18,8 +18,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig
 
 from mha_project.data import TRUNCATIONS
-from mha_project.extending import DATA_SOURCES, POSITION_ENCODINGS, SETTINGS
-from mha_project.model import INPUT_SCALES, LEARNED_POSITIONS, POOLINGS
+from mha_project.extending import DATA_SOURCES, SETTINGS
+from mha_project.model import INPUT_SCALES, POOLINGS, position_encodings
 
 DATASETS = ("fine_foods",)  # configs/data/, data/sources.py; the extras add theirs (TFDS, folders, tables)
 MONITORS = ("val_accuracy", "val_loss")  # trainer.monitor: what picks the best epoch (accuracy up, loss down)
@@ -47,11 +47,6 @@ SHORTCUTS = {
 def datasets() -> tuple[str, ...]:
     """Every ``data=`` name: the core's and the extras' (``mha_project/extending.py``)."""
     return (*DATASETS, *DATA_SOURCES)
-
-
-def position_encodings() -> tuple[str, ...]:
-    """Every ``model.position_encoding``: the learned table and the extras' (``mha_project/extending.py``)."""
-    return (LEARNED_POSITIONS, *POSITION_ENCODINGS)
 
 
 def keras_backend() -> str:

@@ -9,7 +9,7 @@ import keras
 from keras import layers, ops
 
 from mha_project.extending import POSITION_ENCODINGS
-from mha_project.model import INPUT_SCALES, LEARNED_POSITIONS, PACKAGE
+from mha_project.model import INPUT_SCALES, LEARNED_POSITIONS, PACKAGE, position_encodings
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -252,13 +252,10 @@ class EncoderBlock(layers.Layer):
 
     def build(self, input_shape):
         embed_dim = input_shape[-1]
-        if self.position_encoding == LEARNED_POSITIONS:
-            make_attention = layers.MultiHeadAttention
-        elif self.position_encoding in POSITION_ENCODINGS:
-            make_attention = POSITION_ENCODINGS[self.position_encoding]
-        else:  # a model saved with an extra that is not installed here
-            known = ", ".join((LEARNED_POSITIONS, *POSITION_ENCODINGS))
+        if self.position_encoding not in position_encodings():  # a model saved with an extra not installed here
+            known = ", ".join(position_encodings())
             raise ValueError(f"position_encoding={self.position_encoding!r} is invalid: must be one of {known}")
+        make_attention = POSITION_ENCODINGS.get(self.position_encoding, layers.MultiHeadAttention)  # learned: Keras's
         self.attention = make_attention(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
