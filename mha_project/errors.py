@@ -1,14 +1,47 @@
-"""User-facing errors: the CLI prints them as one line (no traceback) and exits with code 2."""
+"""User-facing errors: the library raises them; an entry point prints one line (no traceback) and exits with
+the error's ``exit_code`` (``scripts/entry.py``)."""
 
 from __future__ import annotations
+
+import functools
 
 
 class UserError(Exception):
     """Something the user can fix: a bad value, a missing file, a run that diverged."""
 
+    exit_code = 2  # a bad value, as argparse exits
+
 
 class RunDirRefused(UserError):
     """The run directory holds another run, or another process is using it: it must not be written."""
+
+
+class SweepFailed(UserError):
+    """A sweep that ended with jobs refused, or with none finished: the command failed (exit status 1)."""
+
+    exit_code = 1
+
+
+class CommandFailed(BaseException):
+    """``error`` on its way to the entry point through Hydra, which turns an Exception raised in a callback into a
+    warning and prints a line of its own for a job's; a BaseException passes both, as SystemExit does."""
+
+    def __init__(self, error: UserError):
+        super().__init__(str(error))
+        self.error = error
+
+
+def failing_the_command(method):
+    """A Hydra callback's method whose UserError ends the command (as :class:`CommandFailed`)."""
+
+    @functools.wraps(method)
+    def wrapped(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except UserError as err:
+            raise CommandFailed(err) from None
+
+    return wrapped
 
 
 class ConfigError(UserError, ValueError):

@@ -27,9 +27,10 @@ import time
 from pathlib import Path
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import free_port
 from mha_project.extras.distribution.processes import finish_all
 from mha_project.extras.timing.measures import steady_examples_per_second
+
+from entry import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = {"test_loss": 1e-4, "test_accuracy": 1e-6}

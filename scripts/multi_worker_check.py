@@ -15,8 +15,9 @@ import subprocess
 import sys
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import free_port
 from mha_project.extras.distribution.processes import finish_all
+
+from entry import free_port
 
 WORKER = """
 import json, os, sys

@@ -9,8 +9,10 @@ import hydra
 from omegaconf import DictConfig
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import import_tensorflow_quietly, run_hydra_app
+from mha_project.cli import import_tensorflow_quietly
 from mha_project.config import register_configs
+
+from entry import run_hydra_app  # scripts/entry.py: an error as one line and an exit status
 
 register_configs()
 

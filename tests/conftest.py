@@ -11,7 +11,6 @@ import pytest
 from omegaconf import OmegaConf
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core, as in scripts/)
-from mha_project.cli import free_port  # the tests that start servers import it from here
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # One thread per TensorFlow op pool, in the workers and the processes they start: the workers already keep every
@@ -21,6 +20,10 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")  # JAX's, alike
 
 ROOT = Path(__file__).resolve().parents[1]
+# The scripts import their shared error handling, scripts/entry.py, as Python finds it beside a script it runs;
+# the scripts run here in process (run_script) find it the same way.
+sys.path.insert(0, str(ROOT / "scripts"))
+from entry import free_port  # noqa: E402  (the tests that start servers import it from here)
 
 # A model and data small enough for a CI machine with 2 cores: configs/debug/tiny.yaml (heads 2 x key_dim 8,
 # embed 16, 160 examples per split, 1 epoch), the same definition people use with `debug=tiny`.

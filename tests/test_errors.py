@@ -58,6 +58,13 @@ def test_bad_overrides(tmp_path, override, needle):
         assert len(error_lines) == 1 and "must be" in error_lines[0]
 
 
+def test_a_hydra_report_of_several_lines_is_one_line_with_its_options_joined():
+    from entry import one_line
+
+    report = ValueError("Could not find 'data/nope'\n\nAvailable options in 'data':\n\tfolder\n\timdb")
+    assert one_line(report) == "Could not find 'data/nope'; Available options in 'data': folder, imdb"
+
+
 @pytest.mark.slow
 def test_tools_refuse_paths_that_are_not_finished_runs(tmp_path):
     (tmp_path / "unfinished" / ".hydra").mkdir(parents=True)

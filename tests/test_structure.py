@@ -45,3 +45,29 @@ def test_every_extra_is_a_package_that_imports_alone():
     # A fresh process: what an extra registers must not depend on another having been imported first.
     code = "; ".join(f"import mha_project.extras.{name}" for name in extras[::-1])
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+
+
+def exits_and_prints(path: Path) -> list[str]:
+    """Where ``path`` ends the process or writes to the terminal itself: ``raise SystemExit``, ``sys.exit``,
+    ``os._exit``, ``print``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name in ("print", "sys.exit", "os._exit", "exit", "quit"):
+                found.append(f"{name}:{node.lineno}")
+        elif isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc):
+            found.append(f"SystemExit:{node.lineno}")
+    return found
+
+
+def test_the_library_raises_and_only_the_entry_points_exit():
+    where = {str(p.relative_to(PACKAGE)): exits_and_prints(p) for p in PACKAGE.rglob("*.py")}
+    where = {path: found for path, found in where.items() if found}
+    # The two left say why in place: the lines that follow a sweep (Hydra's root logger then writes into its last
+    # job's train.log), and a process whose peers never join (JAX would abort it from C++, past any handler).
+    assert {path: [f.split(":")[0] for f in found] for path, found in where.items()} == {
+        "training/hydra_callbacks.py": ["print"],
+        "extras/distribution/devices.py": ["print", "os._exit"],
+    }
+    assert exits_and_prints(PACKAGE.parent / "scripts" / "entry.py")  # the check finds what it looks for

@@ -33,7 +33,7 @@ class TokenAndPositionEmbedding(layers.Layer):
             so queries and keys start at unit scale and the first attention's logits can move;
             ``"sqrt_dim"`` (the original Transformer): multiply the token embedding by sqrt(embed_dim);
             ``"none"``: raw embeddings (Keras's initialiser gives +-0.05, so the first attention layer
-            starts, and in our measurements stays, uniform).
+            starts uniform: docs/results.md, "Why heads stay uniform").
 
     Example:
     >>> emb = TokenAndPositionEmbedding(vocab_size=100, max_len=16, embed_dim=8)

@@ -7,8 +7,7 @@ import traceback
 
 from omegaconf import DictConfig
 
-from mha_project.cli import fail
-from mha_project.errors import RunDirRefused, UserError
+from mha_project.errors import CommandFailed, RunDirRefused, UserError
 from mha_project.training.failures import describe, disk_full, write_failure
 from mha_project.training.hydra_callbacks import REFUSED_JOBS
 from mha_project.training.job import Job
@@ -20,7 +19,7 @@ log = logging.getLogger("mha_project.training.train")
 def run_from_cli(cfg: DictConfig):
     """``train`` in the job Hydra runs now, then:
 
-    * Single run: a UserError prints one line and exits with code 2 (no traceback).
+    * Single run: any error goes on to the entry point (a UserError: one line and exit code 2 there).
     * Multirun (sweeps): any failure is recorded in the job's ``failure.json`` and the sweep goes on;
       the job returns NaN, which Optuna records as a failed trial.
     Returns ``metrics[cfg.optimized_metric]`` (what a sweeper optimises), or the metrics dict.
@@ -36,7 +35,7 @@ def run_from_cli(cfg: DictConfig):
         user_error = isinstance(err, UserError)
         if not job.in_sweep:
             if user_error:
-                fail(str(err))
+                raise CommandFailed(err) from None  # the entry point's one line (scripts/entry.py)
             raise
         reason = str(err) if user_error else f"{type(err).__name__}: {err}"
         if isinstance(err, RunDirRefused):  # the job dir holds another run: leave it, note it beside the jobs

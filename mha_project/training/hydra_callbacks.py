@@ -15,8 +15,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from mha_project.checks import validate_config
-from mha_project.cli import fail, import_tensorflow_quietly
-from mha_project.errors import ConfigError
+from mha_project.cli import import_tensorflow_quietly
+from mha_project.errors import SweepFailed, UserError, failing_the_command
 from mha_project.extending import SWEEP_NEXT_STEPS, SWEEP_START
 
 # Beside the job dirs of a sweep: one line per job refused because its dir holds another run.
@@ -29,7 +29,9 @@ def make_output_dir(path: str, key: str) -> None:
     try:
         Path(path).mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        fail(f"{key}={path} cannot be used: {err.strerror or err} (a directory is made there for the run)")
+        raise UserError(
+            f"{key}={path} cannot be used: {err.strerror or err} (a directory is made there for the run)"
+        ) from None
 
 
 class JobPrefix(logging.Filter):
@@ -49,13 +51,12 @@ class JobPrefix(logging.Filter):
 class ValidateConfig(Callback):
     job: JobPrefix | None = None  # a sweep's job, between on_job_start and on_job_end
 
+    @failing_the_command
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        try:
-            validate_config(config)
-        except ConfigError as err:
-            fail(str(err))
+        validate_config(config)  # a ConfigError: the entry point's one line (scripts/entry.py)
         make_output_dir(config.hydra.run.dir, "hydra.run.dir")
 
+    @failing_the_command
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         # A sweeper may open its study in the sweep dir (hparams_search=optuna) before the launcher creates it.
         make_output_dir(config.hydra.sweep.dir, "hydra.sweep.dir")
@@ -92,6 +93,7 @@ class ValidateConfig(Callback):
         logging.getLogger("absl").setLevel(self.absl_level)
         self.job = None
 
+    @failing_the_command
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         # Each failed job records failure.json and the sweep goes on (training/command.py); a sweep in which
         # no job finished must still end with a non-zero exit status, or scripts and CI read it as success.
@@ -100,15 +102,15 @@ class ValidateConfig(Callback):
         if refused.exists():
             lines = refused.read_text(encoding="utf-8").splitlines()
             refused.unlink()  # this sweep's record; the message below carries it
-            fail(
+            raise SweepFailed(
                 f"{len(lines)} job(s) of the sweep were refused, their run dirs hold other runs "
                 f"(first: job {lines[0].replace(chr(9), ': ', 1)}); nothing in them was changed; use a new "
-                "hydra.sweep.dir, or add overwrite=true",
-                code=1,
+                "hydra.sweep.dir, or add overwrite=true"
             )
         failed = list(sweep_dir.glob("*/failure.json"))
         if failed and not any(sweep_dir.glob("*/metrics.json")):
-            fail(f"every job of the sweep failed ({len(failed)} failure.json files in {sweep_dir})", code=1)
+            raise SweepFailed(f"every job of the sweep failed ({len(failed)} failure.json files in {sweep_dir})")
         where = shlex.quote(str(sweep_dir))
         for next_step in SWEEP_NEXT_STEPS:  # the extras'
+            # Printed, not logged: after the jobs, the root logger writes into the last job's train.log.
             print(f"next: {next_step(where)}")

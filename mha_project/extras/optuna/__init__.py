@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from hydra.experimental.callback import Callback
 
-from mha_project.cli import fail
-from mha_project.errors import ConfigError
+from mha_project.errors import failing_the_command
 from mha_project.extending import SWEEP_REPORT_SECTIONS, fit_callbacks
 
 
@@ -37,10 +36,8 @@ SWEEP_REPORT_SECTIONS.append(study_section)
 class SweepChecks(Callback):
     """The search space and the storage, checked before the sweeper opens its study or starts a job."""
 
+    @failing_the_command
     def on_multirun_start(self, config, **kwargs) -> None:
         from mha_project.extras.optuna.studies import check_sweep
 
-        try:
-            check_sweep(config.hydra.sweeper, list(config.hydra.overrides.task))
-        except ConfigError as err:
-            fail(str(err))
+        check_sweep(config.hydra.sweeper, list(config.hydra.overrides.task))  # a ConfigError: one line
