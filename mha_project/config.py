@@ -19,7 +19,7 @@ from omegaconf import MISSING, DictConfig
 
 from mha_project.data import TRUNCATIONS
 from mha_project.extending import DATA_SOURCES, SETTINGS
-from mha_project.model import INPUT_SCALES, POOLINGS, position_encodings
+from mha_project.model import EMBEDDING_NORMS, POOLINGS, position_encodings
 
 DATASETS = ("fine_foods",)  # configs/data/, data/sources.py; the extras add theirs (TFDS, folders, tables)
 MONITORS = ("val_accuracy", "val_loss")  # trainer.monitor: what picks the best epoch (accuracy up, loss down)
@@ -106,7 +106,7 @@ class ModelConfig:
     sliding_window: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
     norm_first: bool = MISSING
     pooling: str = checked(lambda v: v in POOLINGS, "one of " + ", ".join(POOLINGS))
-    embedding_norm: str = checked(lambda v: v in INPUT_SCALES, "one of " + ", ".join(INPUT_SCALES))
+    embedding_norm: str = checked(lambda v: v in EMBEDDING_NORMS, "one of " + ", ".join(EMBEDDING_NORMS))
     position_encoding: str = checked(
         lambda v: v in position_encodings(), lambda: "one of " + ", ".join(position_encodings())
     )

@@ -30,8 +30,8 @@ LOCK_FILE = ".lock"  # the run record extra's
 
 # What run.json's "format" says: the layout of a run directory and of the models in it that this version
 # writes and reads. Another format is refused in one line (no compatibility code before 1.0): train again.
-RUN_FORMAT = 6  # the stages of STAGES below; epochs count from 1; metrics.json names its monitor;
-# EncoderBlock(position_encoding=...)
+RUN_FORMAT = 7  # the stages of STAGES below; epochs count from 1; metrics.json names its monitor;
+# EncoderBlock(position_encoding=...); TokenAndPositionEmbedding(embedding_norm=...)
 
 # The one TensorBoard run (under tensorboard/) that the analysis tools (inspect, head patterns, head
 # importance) write into: each tool's tags have their own prefix, and one run per tool would crowd

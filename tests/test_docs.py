@@ -42,3 +42,13 @@ def test_every_python_name_the_readme_imports_exists_and_its_examples_write_unde
             if f"{flag} " in command:
                 assert command.split(f"{flag} ")[1].startswith("outputs/"), command
         assert ".to_csv('" not in command or ".to_csv(f'outputs/" in command, command
+
+
+def test_every_readme_section_a_comment_names_is_a_heading_of_the_readme():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    headings = {line.lstrip("#").strip() for line in readme.splitlines() if line.startswith("#")}
+    paths = [*(ROOT / "configs").rglob("*.yaml"), *(ROOT / "mha_project").rglob("*.py")]
+    paths += (ROOT / "mha_project").rglob("*.yaml")  # the extras' config groups
+    named = {found: path.name for path in paths for found in re.findall(r'README "([^"]+)"', path.read_text("utf-8"))}
+    assert len(named) >= 3
+    assert {section: path for section, path in named.items() if section not in headings} == {}

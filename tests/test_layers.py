@@ -158,33 +158,27 @@ def test_classifier_head_any_number_of_classes():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("input_scale", ["layer_norm", "sqrt_dim", "none"])
-def test_input_scale_round_trips_and_sets_the_first_attentions_input_scale(tmp_path, input_scale):
+@pytest.mark.parametrize("embedding_norm", ["layer_norm", "sqrt_dim", "none"])
+def test_embedding_norm_round_trips_and_sets_the_first_attentions_input_scale(tmp_path, embedding_norm):
     keras.utils.set_random_seed(5)
-    model = build_classifier(model_cfg(embedding_norm=input_scale, embed_dim=32), vocab_size=50, num_classes=2)
+    model = build_classifier(model_cfg(embedding_norm=embedding_norm, embed_dim=32), vocab_size=50, num_classes=2)
     ids = np.random.default_rng(0).integers(1, 50, size=(8, 12)).astype("int32")
     x = np.asarray(model.backbone.get_layer("embedding")(ids))
     rms = float(np.sqrt(np.mean(x**2)))
     # What the first attention layer sees: unit scale with LayerNorm, ~0.03 * sqrt(32) with sqrt_dim,
     # Keras's +-0.05 uniform initialiser (rms ~0.04) without either.
-    expected = {"layer_norm": (0.9, 1.1), "sqrt_dim": (0.1, 0.3), "none": (0.02, 0.08)}[input_scale]
+    expected = {"layer_norm": (0.9, 1.1), "sqrt_dim": (0.1, 0.3), "none": (0.02, 0.08)}[embedding_norm]
     assert expected[0] < rms < expected[1]
     model.save(tmp_path / "m.keras")
     reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
-    assert reloaded.backbone.get_layer("embedding").input_scale == input_scale
+    assert reloaded.backbone.get_layer("embedding").embedding_norm == embedding_norm
     np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0), atol=1e-6)
 
 
-def test_embedding_config_from_before_input_scale_loads_as_none():
-    config = TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4).get_config()
-    for key in ("input_scale", "layer_norm_epsilon"):
-        config.pop(key)  # a model saved before the option existed
-    assert TokenAndPositionEmbedding.from_config(config).input_scale == "none"
-
-
-def test_unknown_input_scale_is_a_one_line_error():
-    with pytest.raises(ValueError, match="input_scale='bogus' is invalid: must be one of layer_norm, sqrt_dim, none"):
-        TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, input_scale="bogus")
+def test_unknown_embedding_norm_is_a_one_line_error():
+    allowed = "must be one of layer_norm, sqrt_dim, none"
+    with pytest.raises(ValueError, match=f"embedding_norm='bogus' is invalid: {allowed}"):
+        TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, embedding_norm="bogus")
 
 
 @pytest.mark.slow
@@ -220,7 +214,7 @@ class KerasLayerChecks(TestCase):
     def test_token_and_position_embedding(self):
         self.run_layer_test(
             TokenAndPositionEmbedding,
-            init_kwargs=dict(vocab_size=20, max_len=8, embed_dim=4, input_scale="layer_norm", cls_token=True),
+            init_kwargs=dict(vocab_size=20, max_len=8, embed_dim=4, embedding_norm="layer_norm", cls_token=True),
             input_data=np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32"),
             expected_output_shape=(2, 5, 4),  # one position longer: the [CLS] vector
             expected_num_trainable_weights=5,  # tokens, positions, [CLS], LayerNorm gamma and beta

@@ -71,3 +71,13 @@ def test_the_library_raises_and_only_the_entry_points_exit():
         "extras/distribution/devices.py": ["print", "os._exit"],
     }
     assert exits_and_prints(PACKAGE.parent / "scripts" / "entry.py")  # the check finds what it looks for
+
+
+def test_no_function_of_the_package_is_named_like_a_test():
+    named = [
+        f"{path.relative_to(PACKAGE)}:{node.name}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name.startswith(("test_", "Test"))
+    ]
+    assert named == []

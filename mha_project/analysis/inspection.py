@@ -9,15 +9,16 @@ import numpy as np
 import tensorflow as tf
 
 from mha_project.analysis.runs import as_run
-from mha_project.attention.plots import FIGURE_FORMATS, SCALES, attention_grid, attention_lines, save_figure_as
+from mha_project.attention.plots import FIGURE_FORMATS, SCALES, attention_grid, save_figure_as
 from mha_project.attention.scores import normalized_entropy, scores_for_texts
 from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
+from mha_project.extending import ATTENTION_VIEWS
 from mha_project.model.backbone import encoder_blocks
 from mha_project.run_dir import ANALYSIS_TB
 
-VIEWS = ("heatmap", "lines")  # inspect_attention.py --view
+HEATMAP = "heatmap"  # inspect_attention.py --view: the default; the extras add theirs (ATTENTION_VIEWS)
 
 
 def inspect_text(
@@ -31,11 +32,11 @@ def inspect_text(
     heads: str = "all",
 ) -> dict:
     """One sentence through a run (a run directory or a loaded ``Run``): the prediction, each head's most
-    attended tokens, a picture (``view``: ``heatmap``, the layers x heads grid of weights; ``lines``, the head
-    view's lines, ``heads`` ``all`` or ``L:H,L:H``; PNG, SVG or PDF by ``out``'s extension) and the same images in
-    TensorBoard."""
-    if view not in VIEWS:
-        raise UserError(f"--view={view} is invalid: must be one of {', '.join(VIEWS)}")
+    attended tokens, a picture (``view``: ``heatmap``, the layers x heads grid of weights, or an extra's, which
+    reads ``heads``; PNG, SVG or PDF by ``out``'s extension) and the same images in TensorBoard."""
+    views = (HEATMAP, *ATTENTION_VIEWS)
+    if view not in views:
+        raise UserError(f"--view={view} is invalid: must be one of {', '.join(views)}")
     if scale not in SCALES:
         raise UserError(f"--scale={scale} is invalid: must be one of {', '.join(SCALES)}")
     if max_tokens < 1:
@@ -47,7 +48,7 @@ def inspect_text(
     run = as_run(run_dir, needs_attention=True)
     # The arguments that depend on the run, answered before any attention is computed.
     per_layer = [block.attention.num_heads for block in encoder_blocks(run.model)]
-    chosen = _chosen_heads(heads, per_layer) if view == "lines" else None
+    draw = ATTENTION_VIEWS[view](heads, per_layer) if view != HEATMAP else None
     out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
     if out and out_path.is_dir():  # --out DIR: the default file name inside it
         out_path = out_path / f"attention_{_slug(text)}.png"
@@ -66,7 +67,8 @@ def inspect_text(
     top = _most_attended(scores, tokens, real, top_k)
 
     caption = f"{text[:80]} → {run.class_names[predicted]} ({probs[predicted]:.2f})"
-    fig = _picture([s[0] for s in scores], tokens, caption, view, chosen, max_tokens, scale)
+    layers = [s[0] for s in scores]
+    fig = draw(layers, tokens, caption) if draw else attention_grid(layers, tokens, caption, max_tokens, scale=scale)
     try:
         save_figure_as(fig, out_path)
     except OSError as err:  # a read-only run dir, a file where the folder should be, a full disk
@@ -95,33 +97,6 @@ def inspect_text(
         "png": str(out_path),
         "notice": notice,
     }
-
-
-def _picture(scores, tokens, caption: str, view: str, chosen, max_tokens: int, scale: str):
-    """``--view lines``: the head view's lines for the ``chosen`` heads (None: all); ``heatmap``: the grid."""
-    if view == "lines":
-        return attention_lines(scores, tokens, chosen, caption)
-    return attention_grid(scores, tokens, caption, max_tokens, scale=scale)
-
-
-def _chosen_heads(heads: str, per_layer: list[int]):
-    """``all`` -> None (every head, a grid); ``0:1,1:0`` -> [(0, 1), (1, 0)]; a head that does not exist is one line."""
-    if heads == "all":
-        return None
-    chosen = []
-    for part in heads.split(","):
-        layer, _, head = part.partition(":")
-        if (
-            not (layer.isdigit() and head.isdigit())
-            or int(layer) >= len(per_layer)
-            or int(head) >= per_layer[int(layer)]
-        ):
-            raise UserError(
-                f"--heads={heads} is invalid: give all or LAYER:HEAD pairs (layers 0-{len(per_layer) - 1}, "
-                f"heads 0-{per_layer[0] - 1}), e.g. 0:1,0:3"
-            )
-        chosen.append((int(layer), int(head)))
-    return chosen
 
 
 def _truncation_notice(run, text: str) -> str | None:

@@ -1,22 +1,3 @@
 """What training records of attention and the tools read back: scores from a built model (``scores``, with the
-seed's formulas as a reference), the heatmaps and the head view's lines (``plots``), and the TensorBoard
-summaries (``summaries``). Below ``training/`` and ``analysis/``, which use it.
-
-Importing this package is cheap (no TensorFlow): the one-byte weights below are also what the extras' pages
-draw, in processes that never load TensorFlow (TensorBoard's).
-"""
-
-import numpy as np
-
-MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the head view's all-queries view
-
-
-def quantize(scores) -> np.ndarray:
-    """Weights in [0, 1] -> uint8 ``round(sqrt(w) * 255)`` (small weights keep their precision): how attention is
-    stored for the head view's pictures and pages. A NaN (the weights of a run that diverged) is stored as 0.
-
-    >>> quantize([0.0, 0.25, 1.0, float("nan")]).tolist()
-    [0, 128, 255, 0]
-    """
-    weights = np.nan_to_num(np.asarray(scores, "float64"), nan=0.0)
-    return np.round(np.sqrt(np.clip(weights, 0.0, 1.0)) * 255).astype("uint8")
+seed's formulas as a reference), the heatmaps (``plots``), and the TensorBoard summaries (``summaries``). Below
+``training/`` and ``analysis/``, which use it."""

@@ -1,4 +1,4 @@
-"""Matplotlib pictures (Agg, no screen): attention heatmaps and PNG bytes for TensorBoard."""
+"""Matplotlib pictures (Agg, no screen): attention heatmaps, PNG bytes for TensorBoard, figure files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from mha_project.atomic import write_bytes_atomic
-from mha_project.attention import MIN_WEIGHT, quantize
 
 plt.switch_backend("Agg")  # files only, never a window
 
@@ -111,45 +110,6 @@ def _savefig(fig, buffer, **kwargs) -> None:
 
 def save_figure(fig, path, dpi: int = 160) -> None:
     write_bytes_atomic(path, figure_to_png(fig, dpi=dpi))
-
-
-def attention_lines(scores_per_layer: list[np.ndarray], tokens: list[str], heads=None, title: str = ""):
-    """The head view's picture for a paper: per chosen ``(layer, head)`` a panel with the queries on the left,
-    the keys on the right and a line from query i to key j, drawn as the page draws it: the one-byte
-    quantisation, no line below ``MIN_WEIGHT``, opacity in ten steps of the weight (``head_view.js``).
-    ``heads``: a list of ``(layer, head)``; None: every head, a layers x heads grid. One panel is about a
-    journal column wide."""
-    layers = [np.asarray(s) for s in scores_per_layer]
-    heads = [(l, h) for l in range(len(layers)) for h in range(layers[l].shape[0])] if heads is None else list(heads)
-    columns = len({h for _, h in heads}) if len({l for l, _ in heads}) > 1 else min(len(heads), 4)
-    rows = int(np.ceil(len(heads) / columns))
-    n = len(tokens)
-    height = 0.6 + 0.17 * n
-    fig, axes = plt.subplots(rows, columns, figsize=(3.3 * columns, height * rows), squeeze=False)
-    colours = plt.get_cmap("tab10").colors
-    for ax in axes.flat[len(heads) :]:
-        ax.axis("off")
-    for ax, (layer, head) in zip(axes.flat, heads):
-        weights = (quantize(layers[layer][head][:n, :n]).astype("float64") / 255) ** 2  # what the page shows
-        y = 1 - np.arange(n) / max(n - 1, 1)
-        for i in range(n):
-            for j in range(n):
-                if weights[i, j] < MIN_WEIGHT:
-                    continue
-                opacity = min(1.0, min(int(weights[i, j] * 10), 9) / 10 + 0.15)  # the page's ten steps
-                (line,) = ax.plot([0.3, 0.7], [y[i], y[j]], color=colours[head % 10], alpha=opacity, lw=1.5)
-                line.set_gid(f"l{layer}h{head}q{i}k{j}")
-        for i, token in enumerate(tokens):
-            ax.text(0.28, y[i], token, ha="right", va="center", fontsize=8)
-            ax.text(0.72, y[i], token, ha="left", va="center", fontsize=8)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(-0.5 / max(n - 1, 1), 1 + 0.5 / max(n - 1, 1))
-        ax.axis("off")
-        ax.set_title(f"layer {layer} · head {head}", fontsize=9)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    return fig
 
 
 FIGURE_FORMATS = ("png", "svg", "pdf")

@@ -7,7 +7,7 @@ from mha_project.extending import POSITION_ENCODINGS
 
 PACKAGE = "mha_project"  # the package every layer and model here is registered under with Keras
 
-INPUT_SCALES = ("layer_norm", "sqrt_dim", "none")  # TokenAndPositionEmbedding(input_scale=...)
+EMBEDDING_NORMS = ("layer_norm", "sqrt_dim", "none")  # model.embedding_norm: TokenAndPositionEmbedding(embedding_norm=)
 LEARNED_POSITIONS = "learned"  # model.position_encoding: a learned table; the extras add theirs (extending.py)
 POOLINGS = ("mean", "mean_max", "cls")  # model.pooling (model/classifier.py): the token vectors -> one
 

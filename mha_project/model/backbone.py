@@ -60,7 +60,7 @@ class EncoderBackbone(keras.Model):
             max_len,
             embed_dim,
             cls_token=cls_token,
-            input_scale=embedding_norm,
+            embedding_norm=embedding_norm,
             learned_positions=position_encoding == LEARNED_POSITIONS,  # else attention encodes them
             dtype=dtype,
             name="embedding",

@@ -9,7 +9,7 @@ import keras
 from keras import layers, ops
 
 from mha_project.extending import POSITION_ENCODINGS
-from mha_project.model import INPUT_SCALES, LEARNED_POSITIONS, PACKAGE, position_encodings
+from mha_project.model import EMBEDDING_NORMS, LEARNED_POSITIONS, PACKAGE, position_encodings
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -28,7 +28,7 @@ class TokenAndPositionEmbedding(layers.Layer):
         learned_positions: add the learned position table (the default); ``False`` when attention itself
             encodes positions (another ``model.position_encoding``: ``EncoderBlock``) and the embedding is the
             token's alone.
-        input_scale: how the summed token + position embeddings are scaled before the first
+        embedding_norm: how the summed token + position embeddings are scaled before the first
             attention layer. ``"layer_norm"`` (BERT, keras-hub's BERT backbone): a LayerNormalization,
             so queries and keys start at unit scale and the first attention's logits can move;
             ``"sqrt_dim"`` (the original Transformer): multiply the token embedding by sqrt(embed_dim);
@@ -47,19 +47,21 @@ class TokenAndPositionEmbedding(layers.Layer):
         max_len: int,
         embed_dim: int,
         cls_token: bool = False,
-        input_scale: str = "none",
+        embedding_norm: str = "layer_norm",
         layer_norm_epsilon: float = 1e-6,
         learned_positions: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if input_scale not in INPUT_SCALES:
-            raise ValueError(f"input_scale={input_scale!r} is invalid: must be one of {', '.join(INPUT_SCALES)}")
+        if embedding_norm not in EMBEDDING_NORMS:
+            raise ValueError(
+                f"embedding_norm={embedding_norm!r} is invalid: must be one of {', '.join(EMBEDDING_NORMS)}"
+            )
         self.vocab_size = vocab_size
         self.max_len = max_len
         self.embed_dim = embed_dim
         self.cls_token = cls_token
-        self.input_scale = input_scale
+        self.embedding_norm = embedding_norm
         self.layer_norm_epsilon = layer_norm_epsilon
         self.learned_positions = learned_positions
         self.token_embedding = layers.Embedding(vocab_size, embed_dim, name="token_embedding", dtype=self.dtype_policy)
@@ -69,7 +71,7 @@ class TokenAndPositionEmbedding(layers.Layer):
                 max_len + int(cls_token), embed_dim, name="position_embedding", dtype=self.dtype_policy
             )
         self.norm = None
-        if input_scale == "layer_norm":
+        if embedding_norm == "layer_norm":
             self.norm = layers.LayerNormalization(
                 epsilon=layer_norm_epsilon, name="embedding_norm", dtype=self.dtype_policy
             )
@@ -89,7 +91,7 @@ class TokenAndPositionEmbedding(layers.Layer):
 
     def call(self, token_ids):
         x = self.token_embedding(token_ids)
-        if self.input_scale == "sqrt_dim":
+        if self.embedding_norm == "sqrt_dim":
             x = x * ops.cast(ops.sqrt(float(self.embed_dim)), x.dtype)
         if self.cls_token:
             cls = ops.broadcast_to(ops.cast(self.cls_embedding, x.dtype), (ops.shape(x)[0], 1, self.embed_dim))
@@ -119,7 +121,7 @@ class TokenAndPositionEmbedding(layers.Layer):
             max_len=self.max_len,
             embed_dim=self.embed_dim,
             cls_token=self.cls_token,
-            input_scale=self.input_scale,
+            embedding_norm=self.embedding_norm,
             layer_norm_epsilon=self.layer_norm_epsilon,
             learned_positions=self.learned_positions,
         )

@@ -252,7 +252,7 @@ def trained_results(run_dir: Path, fit, plan: FitPlan, train_texts: int, monitor
     )
 
 
-def test_once(run_dir: Path, record, model, inputs: Inputs) -> None:
+def run_test_once(run_dir: Path, record, model, inputs: Inputs) -> None:
     """Load the epoch that was best on validation and test it, once (the ``tested`` stage)."""
     if (run_dir / BEST_WEIGHTS).exists():
         model.load_weights(run_dir / BEST_WEIGHTS)

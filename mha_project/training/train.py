@@ -78,7 +78,7 @@ def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = 
                 return {}  # this process's part ended with the fit: it records nothing
 
         # 5. The test, once, on the best epoch's weights; then model.keras and the extras' files beside it.
-        stages.test_once(run_dir, record, model, inputs)
+        stages.run_test_once(run_dir, record, model, inputs)
         stages.save_outputs(cfg, run_dir, record, model, inputs)
 
         # 6. metrics.json, written last: its presence means the run finished.

@@ -141,7 +141,7 @@ def test_head_patterns_cli_json(tiny_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_run_heads_leave_uniform_only_with_the_input_scale(tmp_path):
+def test_tiny_run_heads_leave_uniform_only_with_the_embedding_norm(tmp_path):
     """The heads issue in miniature: raw +-0.05 embeddings keep the first attention layer exactly uniform;
     the embedding LayerNorm (the default) lets it move. Measured here over seeds 1 and 2: 0.84-0.89
     against 1.000."""

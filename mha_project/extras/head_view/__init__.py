@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
-from mha_project.extending import ATTENTION_RECORDS, NEXT_STEPS, RUN_FILES, SAVED_OUTPUTS, settings
+from mha_project.extending import ATTENTION_RECORDS, ATTENTION_VIEWS, NEXT_STEPS, RUN_FILES, SAVED_OUTPUTS, settings
 from mha_project.extras.head_view.assets import PLUGIN_NAME
 
 __all__ = ["PLUGIN_NAME"]
@@ -60,6 +60,12 @@ def write_tab_records(texts, tokens, scores, captions, run_label, step) -> None:
         write_head_view_summary(k, text, tokens[k], layers, captions[k], run_label, step)
 
 
+def lines_view(heads: str, per_layer: list[int]):
+    from mha_project.extras.head_view.lines import lines_view
+
+    return lines_view(heads, per_layer)
+
+
 def open_page_step(run_dir, attention: bool) -> list[str]:
     page = run_dir / PAGE_FILE
     return [f"open {shlex.quote(str(page))} in a browser: the interactive head view"] if page.exists() else []
@@ -69,3 +75,4 @@ SAVED_OUTPUTS.append(write_probe_page)
 ATTENTION_RECORDS.append(write_tab_records)
 NEXT_STEPS.append(open_page_step)
 RUN_FILES.append(PAGE_FILE)
+ATTENTION_VIEWS["lines"] = lines_view

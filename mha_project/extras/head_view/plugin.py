@@ -16,9 +16,9 @@ from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from mha_project.attention import MIN_WEIGHT
 from mha_project.extras.head_view.assets import PLUGIN_NAME, asset
 from mha_project.extras.head_view.summary import CAPTION, WEIGHTS
+from mha_project.extras.head_view.weights import MIN_WEIGHT
 
 
 class AttentionPlugin(base_plugin.TBPlugin):

@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 from tensorboard.compat.proto import summary_pb2
 
-from mha_project.attention import quantize
 from mha_project.extras.head_view.assets import PLUGIN_NAME
+from mha_project.extras.head_view.weights import quantize
 
 # A probe's two tags per logged step: head_view/probe_{k}/weights/{step} and head_view/probe_{k}/caption/{step}.
 # One tag per step, so the Attention tab reads the one step it shows, however many epochs a run logged.
