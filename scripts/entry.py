@@ -8,6 +8,7 @@ A script imports it as ``from entry import fail, run_hydra_app``: Python puts a 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -61,6 +62,8 @@ def run_hydra_app(main) -> None:
     from omegaconf.errors import OmegaConfBaseException
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    # A log file on a full disk must not print a traceback per line: the run's one error line says what happened.
+    logging.raiseExceptions = False
     missing = missing_sweep_plugin(sys.argv[1:])
     if missing:
         fail(missing)

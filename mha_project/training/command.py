@@ -25,8 +25,6 @@ def run_from_cli(cfg: DictConfig):
     Returns ``metrics[cfg.optimized_metric]`` (what a sweeper optimises), or the metrics dict.
     """
     job = Job.from_hydra()  # Hydra's state, read once here
-    # A log file on a full disk must not print a traceback per line: the error below says what happened.
-    logging.raiseExceptions = False
     try:
         metrics = train(cfg, job=job)
     except Exception as err:  # sorted below: user errors vs bugs
