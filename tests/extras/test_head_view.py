@@ -141,6 +141,7 @@ def test_a_text_holding_an_html_comment_opener_still_draws_every_token(tmp_path,
 @pytest.mark.slow
 def test_every_run_writes_a_head_view_and_inspect_writes_one_on_request(tiny_run: Path, tmp_path, page):
     run_page = tiny_run / "attention.html"
+    assert f"open {run_page} in a browser" in (tiny_run.parent / "stdout.txt").read_text()  # the run's next step
     result = _drive(page, run_page)
     assert result["heads"] == 2 and result["query_elements"] == result["tokens"] > 0
     assert result["steps"][0]["lines"] > 0
