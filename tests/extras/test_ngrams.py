@@ -110,6 +110,7 @@ def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: 
         # A fresh process: the refusal must come from the run's config, before TensorFlow is imported.
         probe = (
             "import runpy, sys\n"
+            "sys.path.insert(0, 'scripts')\n"  # as `python scripts/...` puts the script's folder first
             f"sys.argv = [{script!r}, {str(run_dir)!r}, *{extra!r}]\n"
             f"try:\n    runpy.run_path('scripts/{script}', run_name='__main__')\n"
             "finally:\n    print('tensorflow imported:', 'tensorflow' in sys.modules)\n"
