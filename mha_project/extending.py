@@ -103,7 +103,6 @@ SWEEP_NEXT_STEPS: list[Callable] = []
 # inspect_attention.py --view NAME besides the heatmap: NAME -> view(heads, heads_per_layer), which checks
 # --heads against the run's heads per layer (a UserError) and returns draw(scores_per_layer, tokens, caption) -> figure.
 ATTENTION_VIEWS: dict[str, Callable] = {}
-
 # Each adds a section to scripts/sweep_report.py's report: section(sweep_dir) -> {"markdown": ...} or None.
 SWEEP_REPORT_SECTIONS: list[Callable] = []
 

@@ -69,9 +69,10 @@ def run_hydra_app(main) -> None:
         fail(missing)
     try:
         main()
-    except (UserError, CommandFailed) as err:
-        error = getattr(err, "error", err)
-        fail(str(error), error.exit_code)
+    except CommandFailed as failed:  # a UserError Hydra let through (a callback's, a single run's)
+        fail(str(failed.error), failed.error.exit_code)
+    except UserError as err:  # a sweeper's, raised outside any job (a study that cannot be opened)
+        fail(str(err), err.exit_code)
     except (HydraException, OmegaConfBaseException) as err:
         overridden = re.match(r"Could not override '([^']+)'", str(err))
         if overridden:  # a key that is no setting: Hydra would advise `+key=value`, which is refused next
