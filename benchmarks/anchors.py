@@ -193,7 +193,7 @@ def main() -> None:
     args, overrides = parser.parse_known_args()
     max_n = args.max_n
     cfg = compose(overrides)
-    from mha_project.cli import import_tensorflow_quietly
+    from mha_project.quiet import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # as the entry points do: Keras loads (and the project registers) first
     from mha_project.data.sources import load_dataset

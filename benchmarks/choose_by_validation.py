@@ -19,7 +19,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from mha_project.cli import markdown
+from mha_project.extras.sweep_report.tables import markdown
 
 FIT_KEYS = ("trainer.ngram_lr", "trainer.epochs", "trainer.early_stopping_patience", "model.ngram_c")
 

@@ -44,7 +44,7 @@ def main() -> None:
     script_seconds = time.perf_counter() - started
     reported = float(done.stderr.strip().splitlines()[-1].rsplit(", ", 1)[1].split()[0].replace(",", ""))
 
-    from mha_project.cli import import_tensorflow_quietly
+    from mha_project.quiet import import_tensorflow_quietly
 
     import_tensorflow_quietly()
     import tensorflow as tf

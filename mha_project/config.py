@@ -1,159 +1,76 @@
-"""The typed configuration schema, the command-line shortcuts and each field's range check.
+"""The typed configuration: a dataclass per config group, stored in Hydra's ConfigStore when this module is
+imported, and each field's range check beside it.
 
-The dataclasses are registered with Hydra's ConfigStore as ``train_schema`` (the first entry of
-``configs/train.yaml``'s defaults list), so a value of the wrong type (``heads=abc``) is refused by
-Hydra before anything runs. Each field's range check stands beside it (``checked(...)``);
-:func:`mha_project.checks.validate_config` runs them, then the checks that span several keys, the machine
-or the file system.
+A group's YAML names its dataclass first in its defaults list (``configs/data/fine_foods.yaml``:
+``- data_schema``), so a value of the wrong type (``heads=abc``) is refused by Hydra while composing, and a
+composed node remembers its dataclass (``OmegaConf.get_type``): :func:`validate_config` finds every node's
+checks there, an extra's too, with no list to register them in. It runs before TensorFlow loads (Hydra's
+callback, ``training/hydra_callbacks.py``), so a bad command line is answered in about a second.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
 import os
+import re
+import string
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
-from mha_project.data import TRUNCATIONS
-from mha_project.extending import DATA_SOURCES, SETTINGS
-from mha_project.model import EMBEDDING_NORMS, POOLINGS, position_encodings
+from mha_project.errors import ConfigError, causes, typed
 
-DATASETS = ("fine_foods",)  # configs/data/, data/sources.py; the extras add theirs (TFDS, folders, tables)
-MONITORS = ("val_accuracy", "val_loss")  # trainer.monitor: what picks the best epoch (accuracy up, loss down)
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-
-
-# The command-line shortcuts (`python scripts/train.py heads=8`) and the keys each one sets, through the
-# interpolations in configs/ (`model.num_heads: ${heads}`). The one list: the schema's fields, the HParams
-# names and the README's list are checked against it (tests/test_config.py).
+# The command-line shortcuts (`python scripts/train.py heads=8`) and the keys each one sets through the
+# interpolations in configs/ (`num_heads: ${heads}`): the name a check says when one of those keys is bad.
 SHORTCUTS = {
-    "heads": ("model.num_heads",),
-    "key_dim": ("model.key_dim",),
-    "value_dim": ("model.value_dim",),
-    "dropout": ("model.dropout",),
-    "layers": ("model.num_layers",),
-    "embed_dim": ("model.embed_dim",),
-    "ff_dim": ("model.ff_dim",),
-    "seq_len": ("data.seq_len", "model.max_len"),
+    "heads": ("model.backbone.num_heads",),
+    "key_dim": ("model.backbone.key_dim",),
+    "value_dim": ("model.backbone.value_dim",),
+    "dropout": ("model.backbone.dropout", "model.dropout"),
+    "layers": ("model.backbone.num_layers",),
+    "embed_dim": ("model.backbone.embed_dim",),
+    "ff_dim": ("model.backbone.ff_dim",),
+    "seq_len": ("data.seq_len", "model.backbone.max_len"),
     "epochs": ("trainer.epochs",),
     "batch_size": ("trainer.batch_size",),
     "lr": ("trainer.lr",),
 }
+TRUNCATIONS = ("head", "tail", "head_tail")  # data.truncation (data/pipeline.py)
+EMBEDDING_NORMS = ("layer_norm", "sqrt_dim", "none")  # model.backbone.embedding_norm
+POOLINGS = ("mean", "mean_max", "cls")  # model.pooling
+MONITORS = ("val_accuracy", "val_loss")  # trainer.monitor: what picks the best epoch (accuracy up, loss down)
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+BACKENDS = ("tensorflow", "jax")  # Keras backends this project trains on
 
 
-def datasets() -> tuple[str, ...]:
-    """Every ``data=`` name: the core's and the extras' (``mha_project/extending.py``)."""
-    return (*DATASETS, *DATA_SOURCES)
-
-
-def keras_backend() -> str:
-    """The Keras backend this process runs on: ``KERAS_BACKEND``, Keras's own default when unset."""
-    return os.environ.get("KERAS_BACKEND", "tensorflow")
-
-
-def is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def positive_int(v):
+def positive_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
-def checked(ok, allowed: str, shown: str | None = None):
-    """A schema field whose value :func:`validate_config` checks: ``ok(value)`` must hold, ``allowed`` says
-    what may stand there, ``shown`` is the name a user types (default: the shortcut that sets the key, else
-    the key); ``allowed`` may be a function that says it when asked."""
-    return field(default=MISSING, metadata={"ok": ok, "allowed": allowed, "shown": shown})
+def optional(ok):
+    return lambda v: v is None or ok(v)
 
 
-# The schema holds types only: every value lives in configs/ (one place), and a key missing there is an
-# error (MISSING) rather than a silent second default.
-@dataclass
-class DataConfig:
-    name: str = checked(lambda v: v in datasets(), lambda: "one of " + ", ".join(datasets()), shown="data")
-    val_fraction: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
-    limit: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
-    vocab_size: int = checked(lambda v: isinstance(v, int) and v >= 3, "an integer >= 3")
-    vocab_sample: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
-    seq_len: int = checked(positive_int, "an integer >= 1")
-    truncation: str = checked(lambda v: v in TRUNCATIONS, "one of " + ", ".join(TRUNCATIONS))
-    bucketing: bool = MISSING
-    bucket_width: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
-    shuffle_buffer: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
+def checked(ok, allowed: str):
+    """A field whose value :func:`validate_config` checks: ``ok(value)`` must hold; ``allowed`` says what may
+    stand there. Its value lives in configs/ (one place): a key missing there is an error, not a default."""
+    return field(default=MISSING, metadata={"ok": ok, "allowed": allowed})
 
 
-@dataclass
-class ModelConfig:
-    num_heads: int = checked(positive_int, "an integer >= 1")
-    key_dim: int = checked(positive_int, "an integer >= 1")
-    value_dim: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
-    dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
-    attention_dropout: Optional[float] = checked(lambda v: v is None or 0.0 <= v < 1.0, "null or a number in [0, 1)")
-    num_layers: int = checked(positive_int, "an integer >= 1")
-    embed_dim: int = checked(positive_int, "an integer >= 1")
-    ff_dim: int = checked(positive_int, "an integer >= 1")
-    max_len: int = checked(positive_int, "an integer >= 1")
-    activation: str = MISSING
-    use_bias: bool = MISSING
-    use_gate: bool = MISSING
-    sliding_window: Optional[int] = checked(lambda v: v is None or positive_int(v), "null or an integer >= 1")
-    norm_first: bool = MISSING
-    pooling: str = checked(lambda v: v in POOLINGS, "one of " + ", ".join(POOLINGS))
-    embedding_norm: str = checked(lambda v: v in EMBEDDING_NORMS, "one of " + ", ".join(EMBEDDING_NORMS))
-    position_encoding: str = checked(
-        lambda v: v in position_encodings(), lambda: "one of " + ", ".join(position_encodings())
-    )
-    local_conv: int = checked(lambda v: is_int(v) and v >= 0, "an integer >= 0 (0: none)")
-
-
-@dataclass
-class TrainerConfig:
-    epochs: int = checked(positive_int, "an integer >= 1")
-    batch_size: int = checked(positive_int, "an integer >= 1")
-    lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
-    weight_decay: float = checked(lambda v: v >= 0, "a number >= 0")
-    clipnorm: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
-    warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
-    early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
-    monitor: str = checked(lambda v: v in MONITORS, "one of " + ", ".join(MONITORS))
-    jit_compile: bool = MISSING
-    steps_per_execution: int = checked(positive_int, "an integer >= 1")
-    validations_per_epoch: int = checked(positive_int, "an integer >= 1")
-    precision: str = checked(lambda v: v in PRECISIONS, "one of " + ", ".join(PRECISIONS))
-
-
-@dataclass
-class AttentionLogConfig:
-    every_n_epochs: int = checked(lambda v: v >= 0, "an integer >= 0 (0 disables)")
-    num_probes: int = checked(lambda v: is_int(v) and v >= 0, "an integer >= 0")
-    probe_texts: List[str] = MISSING
-    max_tokens: int = checked(positive_int, "an integer >= 1")
-
-
-@dataclass
-class LoggerConfig:
-    tensorboard: bool = MISSING
-    attention: AttentionLogConfig = field(default_factory=AttentionLogConfig)
-    hparams: bool = MISSING
-    overfit_hint: bool = MISSING
-    profile_batches: List[int] = checked(
-        lambda v: len(v) == 0 or (len(v) == 2 and 1 <= v[0] <= v[1]), "[] or [start, stop] with 1 <= start <= stop"
-    )
+def one_of(names) -> str:
+    return "one of " + ", ".join(names)
 
 
 @dataclass
 class TrainConfig:
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    """The root: the shortcuts, the seed and where the run writes. Open to the groups (each typed by its own
+    schema), the extras' among them."""
+
     heads: int = MISSING
     key_dim: int = MISSING
     value_dim: Optional[int] = MISSING
@@ -165,99 +82,279 @@ class TrainConfig:
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
-    seed: int = checked(lambda v: is_int(v) and 0 <= v < 2**32, "an integer in [0, 4294967295]")
+    seed: int = checked(lambda v: 0 <= v < 2**32, "an integer in [0, 4294967295]")
     deterministic: bool = MISSING
-    optimized_metric: Optional[str] = MISSING
-    # Free-form room for experiment configs (notes, tags); never read by the code.
-    tags: Any = None
+    optimized_metric: Optional[str] = MISSING  # the metric a sweeper (Optuna) optimises
+    run_dir: str = MISSING  # where the run writes: Hydra's output dir (train(cfg, run_dir) outside Hydra)
+    tags: Any = None  # free-form room for experiment configs; never read by the code
 
 
-def schema() -> type:
-    """The schema a config is checked against: :class:`TrainConfig` with the extras' settings added
-    (``mha_project/extending.py``), new groups after ``logger``, keys inside a group after the core's."""
-    import dataclasses
-    import typing
+@dataclass
+class DataConfig:
+    """What every data source shares (``data/sources.py``: ``TextData``); a source's schema adds its own keys."""
 
-    def copied(node: type) -> list[tuple]:
-        hints = typing.get_type_hints(node)
-        return [
-            (f.name, hints[f.name], field(default=f.default, default_factory=f.default_factory, metadata=f.metadata))
-            for f in dataclasses.fields(node)
-        ]
-
-    def extended(base: type, where: str) -> type:
-        # A key two extras share (data.path: a folder's or a table's) is declared by each, added once.
-        added = list({item[0]: item for extra in reversed(SETTINGS.get(where, ())) for item in copied(extra)}.values())
-        return dataclasses.make_dataclass(base.__name__, added, bases=(base,)) if added else base
-
-    fields = []
-    for name, kind, f in copied(TrainConfig):
-        if name in ("data", "model", "trainer"):
-            group = extended(kind, name)
-            f = field(default_factory=group)
-            kind = group
-        fields.append((name, kind, f))
-        if name == "logger":
-            fields += [item for extra in SETTINGS.get("", ()) for item in copied(extra)]
-    return dataclasses.make_dataclass("TrainConfig", fields)
+    _target_: str = MISSING
+    name: str = MISSING
+    val_fraction: float = checked(lambda v: 0 < v < 1, "a number in (0, 1)")
+    limit: Optional[int] = checked(optional(positive_int), "null or an integer >= 1")
+    vocab_size: int = checked(lambda v: v >= 3, "an integer >= 3")
+    vocab_sample: Optional[int] = checked(optional(positive_int), "null or an integer >= 1")
+    seq_len: int = checked(positive_int, "an integer >= 1")
+    truncation: str = checked(lambda v: v in TRUNCATIONS, one_of(TRUNCATIONS))
+    bucketing: bool = MISSING
+    bucket_width: Optional[int] = checked(optional(positive_int), "null or an integer >= 1")
+    shuffle_buffer: Optional[int] = checked(optional(positive_int), "null or an integer >= 1")
+    reserved_words: List[str] = MISSING  # words the vocabulary must hold (a masked LM's [MASK])
 
 
-def register_configs() -> None:
-    ConfigStore.instance().store(name="train_schema", node=schema())
+@dataclass
+class BackboneConfig:
+    """``EncoderBackbone``'s arguments (``model/backbone.py``), one name each from here to the constructor."""
+
+    _target_: str = MISSING
+    max_len: int = checked(positive_int, "an integer >= 1")
+    embed_dim: int = checked(positive_int, "an integer >= 1")
+    num_layers: int = checked(positive_int, "an integer >= 1")
+    num_heads: int = checked(positive_int, "an integer >= 1")
+    key_dim: int = checked(positive_int, "an integer >= 1")
+    ff_dim: int = checked(positive_int, "an integer >= 1")
+    value_dim: Optional[int] = checked(optional(positive_int), "null or an integer >= 1")
+    dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+    attention_dropout: Optional[float] = checked(optional(lambda v: 0.0 <= v < 1.0), "null or a number in [0, 1)")
+    activation: str = MISSING
+    use_bias: bool = MISSING
+    use_gate: bool = MISSING
+    sliding_window: Optional[int] = checked(optional(positive_int), "null or an integer >= 1")
+    norm_first: bool = MISSING
+    embedding_norm: str = checked(lambda v: v in EMBEDDING_NORMS, one_of(EMBEDDING_NORMS))
+    cls_token: bool = MISSING
+    local_conv: int = checked(lambda v: v >= 0, "an integer >= 0 (0: none)")
+    dtype: str = checked(lambda v: v in PRECISIONS, one_of(PRECISIONS))
 
 
-def field_checks(node, prefix: str = "") -> list[tuple]:
-    """(key, name a user types, check, what is allowed) of every checked field, nested dataclasses included."""
-    import dataclasses
+@dataclass
+class ClassifierConfig:
+    """``TextClassifier``'s arguments (``model/classifier.py``) but the class count, which the data gives."""
 
-    out = []
-    for f in dataclasses.fields(node):
-        key = f"{prefix}{f.name}"
-        if f.metadata.get("ok") is not None:
-            shown = f.metadata["shown"] or next((name for name, keys in SHORTCUTS.items() if key in keys), key)
-            out.append((key, shown, f.metadata["ok"], f.metadata["allowed"]))
-        elif f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
-            out += field_checks(f.default_factory, f"{key}.")
-    return out
+    _target_: str = MISSING
+    backbone: Optional[BackboneConfig] = MISSING
+    pooling: str = checked(lambda v: v in POOLINGS, one_of(POOLINGS))
+    dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+
+    @staticmethod
+    def check(model: DictConfig, cfg: DictConfig) -> None:
+        backbone = model.backbone
+        if backbone is None:
+            return
+        if cfg.data.seq_len > backbone.max_len:
+            raise ConfigError(
+                f"data.seq_len={cfg.data.seq_len} is invalid: must be <= model.backbone.max_len={backbone.max_len} "
+                "(the position table's length); set seq_len=N to change both"
+            )
+        if (model.pooling == "cls") != backbone.cls_token:
+            raise ConfigError(
+                f"model.pooling={model.pooling} is invalid with model.backbone.cls_token={typed(backbone.cls_token)}: "
+                "pooling=cls reads the [CLS] position, which only cls_token=true adds"
+            )
+        if not cfg.data.bucketing:  # every batch pads to seq_len: the size is known before any data is read
+            need = attention_memory_bytes(cfg.trainer.batch_size, backbone.num_heads, backbone.num_layers, cfg.seq_len)
+            have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            if need > have:
+                raise ConfigError(
+                    f"seq_len={cfg.data.seq_len} is invalid with data.bucketing=false here: every batch pads to it, "
+                    f"and attention alone would need about {need / 2**30:,.0f} GiB per step (batch_size="
+                    f"{cfg.trainer.batch_size} x heads={backbone.num_heads} x seq_len^2 x layers="
+                    f"{backbone.num_layers}) against this machine's {have / 2**30:,.0f} GiB: lower seq_len or "
+                    "batch_size, or set data.bucketing=true"
+                )
 
 
-def setting_names(node=None, prefix: str = "") -> list[str]:
-    """Every dotted key a command line may set (``heads``, ``model.num_heads``, ``logger.attention.max_tokens``)."""
-    import dataclasses
+@dataclass
+class AdamWConfig:
+    """``keras.optimizers.AdamW``'s arguments; ``train`` gives it the learning-rate schedule (``_partial_``)."""
 
-    out = []
-    for f in dataclasses.fields(node or schema()):
-        key = f"{prefix}{f.name}"
-        nested = f.default_factory if f.default_factory is not dataclasses.MISSING else None
-        if nested is not None and dataclasses.is_dataclass(nested):
-            out += setting_names(nested, f"{key}.")
-        elif f.name != "tags":
-            out.append(key)
-    return out
+    _target_: str = MISSING
+    _partial_: bool = MISSING
+    weight_decay: float = checked(lambda v: v >= 0, "a number >= 0")
+    clipnorm: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
+
+
+@dataclass
+class TrainerConfig:
+    epochs: int = checked(positive_int, "an integer >= 1")
+    batch_size: int = checked(positive_int, "an integer >= 1")
+    lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
+    warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
+    early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
+    monitor: str = checked(lambda v: v in MONITORS, one_of(MONITORS))
+    jit_compile: bool = MISSING
+    steps_per_execution: int = checked(positive_int, "an integer >= 1")
+    validations_per_epoch: int = checked(positive_int, "an integer >= 1")
+    precision: str = checked(lambda v: v in PRECISIONS, one_of(PRECISIONS))
+    strategy: Any = MISSING  # a `_target_` node: the devices the run trains on (null: this process's default)
+
+
+@dataclass
+class AttentionLogConfig:
+    every_n_epochs: int = checked(lambda v: v >= 0, "an integer >= 0 (0 disables)")
+    num_probes: int = checked(lambda v: v >= 0, "an integer >= 0")
+    probe_texts: List[str] = MISSING
+    max_tokens: int = checked(positive_int, "an integer >= 1")
+
+    @staticmethod
+    def check(attention: DictConfig, cfg: DictConfig) -> None:
+        for text in attention.probe_texts:
+            if not re.sub(f"[{re.escape(string.punctuation)}]", " ", str(text)).split():
+                raise ConfigError(
+                    f"logger.attention.probe_texts has {text!r}, which has no words after lower-casing and "
+                    "removing punctuation (as TextVectorization does): give probes with words"
+                )
+
+
+@dataclass
+class LoggerConfig:
+    tensorboard: bool = MISSING
+    attention: AttentionLogConfig = field(default_factory=AttentionLogConfig)
+    overfit_hint: bool = MISSING  # the last line says when training accuracy runs ahead of validation
+    profile_batches: List[int] = checked(
+        lambda v: len(v) == 0 or (len(v) == 2 and 1 <= v[0] <= v[1]), "[] or [start, stop] with 1 <= start <= stop"
+    )
+
+
+def store(group: str | None, name: str, node: type) -> None:
+    """Put a schema in Hydra's ConfigStore (an extra's ``config.py`` calls this too)."""
+    ConfigStore.instance().store(group=group, name=name, node=node, provider="mha_project")
+
+
+# `${eq:${..pooling},cls}` (configs/model/backbone/encoder.yaml): a value that follows another key's.
+OmegaConf.register_new_resolver("eq", lambda a, b: a == b, replace=True)
+
+root = OmegaConf.structured(TrainConfig)
+OmegaConf.set_struct(root, False)  # the groups join it; Hydra makes the composed config strict again
+store(None, "train_schema", root)
+store("data", "data_schema", DataConfig)
+store("model", "classifier_schema", ClassifierConfig)
+store("model/backbone", "backbone_schema", BackboneConfig)
+store("optimizer", "adamw_schema", AdamWConfig)
+store("trainer", "trainer_schema", TrainerConfig)
+store("logger", "logger_schema", LoggerConfig)
+
+
+def keras_backend() -> str:
+    """The Keras backend this process runs on: ``KERAS_BACKEND``, Keras's own default when unset."""
+    return os.environ.get("KERAS_BACKEND", "tensorflow")
+
+
+def attention_memory_bytes(batch_size: int, num_heads: int, num_layers: int, length: int) -> int:
+    """About what one training step's attention needs at ``length`` tokens: per layer the scores, the
+    probabilities and their gradient, ``batch x heads x length^2`` float32 values each."""
+    return 3 * num_layers * batch_size * num_heads * length * length * 4
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Raise a one-line ConfigError for the first key that is no setting or whose value is out of range. Each
+    typed node is checked by its dataclass: its fields' checks, then its ``check(node, cfg)`` if it has one.
+    Touches no file and imports no TensorFlow."""
+    try:  # reading a value resolves it; a resolver that refuses a value raises ConfigError inside OmegaConf's
+        for key in cfg:
+            if key not in ("hydra", "run_dir"):  # Hydra's own node and output dir resolve per job, later
+                value = cfg[key]
+                if OmegaConf.is_config(value):
+                    OmegaConf.to_container(value, resolve=True)
+    except InterpolationResolutionError as err:
+        refused = next((cause for cause in causes(err) if isinstance(cause, ConfigError)), None)
+        if refused is None:
+            raise
+        raise refused from None
+    backend = keras_backend()
+    if backend not in BACKENDS:
+        raise ConfigError(
+            f"KERAS_BACKEND={backend} is invalid: this project trains on KERAS_BACKEND=tensorflow (the default) or "
+            'KERAS_BACKEND=jax (pip install -e ".[jax]")'
+        )
+    import importlib.util
+
+    if importlib.util.find_spec(backend) is None:
+        raise ConfigError(f'KERAS_BACKEND={backend} is not installed here: pip install -e ".[{backend}]"')
+    for key, node, schema in typed_nodes(cfg):
+        _check_node(key, node, schema, cfg)
+
+
+def typed_nodes(cfg: DictConfig, prefix: str = ""):
+    """``(dotted key, node, dataclass)`` of every node a schema types, outermost first."""
+    schema = OmegaConf.get_type(cfg)
+    if dataclasses.is_dataclass(schema):
+        yield prefix, cfg, schema
+    for key in cfg:
+        if key == "hydra" and not prefix:
+            continue
+        child = cfg._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_none():
+            yield from typed_nodes(child, f"{prefix}{key}.")
+
+
+def _check_node(prefix: str, node: DictConfig, schema: type, cfg: DictConfig) -> None:
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    for key in node:
+        untyped_group = not prefix and isinstance(node._get_node(key), DictConfig)  # the root takes the groups
+        if key not in fields and not untyped_group and not (key == "hydra" and not prefix):
+            raise ConfigError(not_a_setting(f"{prefix}{key}"))
+    for name, f in fields.items():
+        ok = f.metadata.get("ok")
+        if ok is None or name not in node:
+            continue
+        value = node[name]
+        try:
+            good = ok(value)
+        except TypeError:
+            good = False
+        if not good:
+            key = f"{prefix}{name}"
+            shown = next((short for short, keys in SHORTCUTS.items() if key in keys), key)
+            where = "" if shown == key else f" ({key})"
+            raise ConfigError(f"{shown}={typed(value)}{where} is invalid: must be {f.metadata['allowed']}")
+    check = getattr(schema, "check", None)
+    if check is not None:
+        check(node, cfg)
+
+
+def setting_names() -> list[str]:
+    """Every dotted key of every schema in the ConfigStore (``heads``, ``model.backbone.num_heads``, an extra's)."""
+    names = set(SHORTCUTS) | {"seed", "deterministic"}
+
+    def walk(node, prefix):
+        for key in node:
+            child = node._get_node(key)
+            if isinstance(child, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(child)):
+                walk(child, f"{prefix}{key}.")
+            elif not key.startswith("_") and key != "tags":
+                names.add(f"{prefix}{key}")
+
+    def groups(repo, path):
+        for name, entry in repo.items():
+            if isinstance(entry, dict):
+                groups(entry, f"{path}{name}/")
+            elif dataclasses.is_dataclass(OmegaConf.get_type(entry.node)):
+                walk(entry.node, path.replace("/", "."))
+
+    groups(ConfigStore.instance().repo, "")
+    return sorted(names)
 
 
 def not_a_setting(key: str) -> str:
     """The one line for a key that is no setting: the closest settings there are, never Hydra's ``+key``."""
-    import difflib
-
     close = difflib.get_close_matches(key, setting_names(), n=2, cutoff=0.75)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     return f"{key} is not a setting of this project; {hint}`python scripts/train.py --help` lists the settings"
 
 
-def unknown_keys(cfg, node, prefix: str = "") -> list[str]:
-    """Dotted keys in ``cfg`` that the dataclass ``node`` does not declare (``+foo=1`` adds such keys)."""
-    import dataclasses
-
-    declared = {f.name: f for f in dataclasses.fields(node)}
-    unknown = []
-    for key in cfg.keys():
-        if key == "hydra" and not prefix:
-            continue  # Hydra's own node, present when a Hydra callback validates
-        if key not in declared:
-            unknown.append(f"{prefix}{key}")
-            continue
-        default = declared[key].default_factory if declared[key].default_factory is not dataclasses.MISSING else None
-        if default is not None and dataclasses.is_dataclass(default) and isinstance(cfg[key], DictConfig):
-            unknown += unknown_keys(cfg[key], default, f"{prefix}{key}.")
-    return unknown
+def hparams_of(cfg: DictConfig) -> dict:
+    """The hyper-parameters a run trained with, by the names a user types (``heads``, ``key_dim``, every other
+    backbone and classifier option by its own name), with the data and seed that tell runs apart; no nulls."""
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    backbone = model.pop("backbone", None) or {}
+    values = {**backbone, **model} | {name: OmegaConf.select(cfg, keys[0]) for name, keys in SHORTCUTS.items()}
+    values |= {"truncation": cfg.data.truncation, "dataset": cfg.data.name, "seed": cfg.seed}
+    if values.get("value_dim") is None:
+        values["value_dim"] = values["key_dim"]
+    return {k: v for k, v in values.items() if v is not None and not k.startswith("_") and not isinstance(v, dict)}

@@ -32,7 +32,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.checks import validate_config
-from mha_project.cli import import_tensorflow_quietly
+from mha_project.quiet import import_tensorflow_quietly
 from mha_project.config import register_configs
 from mha_project.errors import UserError
 

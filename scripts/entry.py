@@ -15,6 +15,9 @@ import sys
 from typing import NoReturn
 
 from mha_project.errors import CommandFailed, UserError, printable
+from mha_project.quiet import import_tensorflow_quietly
+
+__all__ = ["fail", "free_port", "import_tensorflow_quietly", "run_hydra_app"]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

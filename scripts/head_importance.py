@@ -9,7 +9,7 @@ TensorBoard log. Method: Michel, Levy & Neubig, "Are Sixteen Heads Really Better
 import argparse
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import import_tensorflow_quietly
+from mha_project.quiet import import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 

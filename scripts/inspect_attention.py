@@ -14,12 +14,12 @@ PNG grid (layers x heads) and the same images into the run's TensorBoard log (te
 
 import argparse
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 
-from entry import fail  # scripts/entry.py: an error as one line and an exit status
+from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
+
+VIEWS = ("heatmap", "lines")  # lines: the head_view extra's figure
 
 
 def main() -> None:
@@ -41,6 +41,10 @@ def main() -> None:
     parser.add_argument("--compare", metavar="RUN2", help="with --html: this run and RUN2 side by side on the text")
     args = parser.parse_args()
     try:
+        if args.view not in VIEWS:
+            raise UserError(f"--view={args.view} is invalid: must be one of {', '.join(VIEWS)}")
+        if args.heads != "all" and args.view != "lines":
+            raise UserError(f"--heads={args.heads} is read by --view lines only; add --view lines, or leave --heads out")
         check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
         if args.compare:
             if not args.html:
@@ -51,15 +55,14 @@ def main() -> None:
         from mha_project.analysis.runs import load_run
 
         run = load_run(args.run_dir, needs_attention=True)
+        draw = None
+        if args.view == "lines":  # the head_view extra's figure, checked against the run's heads before it draws
+            from mha_project.extras.head_view.lines import lines_view
+            from mha_project.model.backbone import encoder_blocks
+
+            draw = lines_view(args.heads, [block.attention.num_heads for block in encoder_blocks(run.model)])
         result = inspect_text(
-            run,
-            args.text,
-            out=args.out,
-            top_k=args.top,
-            max_tokens=args.max_tokens,
-            scale=args.scale,
-            view=args.view,
-            heads=args.heads,
+            run, args.text, out=args.out, top_k=args.top, max_tokens=args.max_tokens, scale=args.scale, draw=draw
         )
         if args.html:  # the head_view extra's page: this run, or this run and RUN2 side by side
             from mha_project.extras.head_view.notebook import compare, show

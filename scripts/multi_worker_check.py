@@ -21,7 +21,7 @@ from entry import free_port
 
 WORKER = """
 import json, os, sys
-from mha_project.cli import import_tensorflow_quietly
+from mha_project.quiet import import_tensorflow_quietly
 import_tensorflow_quietly()
 import numpy as np
 import tensorflow as tf

@@ -19,7 +19,8 @@ import signal
 import sys
 
 import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import import_tensorflow_quietly, plural
+from mha_project.extras.sweep_report.tables import plural
+from mha_project.quiet import import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 

@@ -6,25 +6,29 @@ python scripts/train.py -m heads=1,2,4,8 key_dim=16,64
 """
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.cli import import_tensorflow_quietly
-from mha_project.config import register_configs
-
-from entry import run_hydra_app  # scripts/entry.py: an error as one line and an exit status
-
-register_configs()
+from entry import import_tensorflow_quietly, run_hydra_app  # scripts/entry.py: an error as one line and an exit code
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="train")
 def main(cfg: DictConfig):
     # The one deferred import: TensorFlow loads only after Hydra's callback has validated the config, so a
-    # bad value is answered in about a second (mha_project.config and the callback import no TensorFlow).
+    # bad value is answered in about a second (the config and the callback import no TensorFlow).
     import_tensorflow_quietly()
-    from mha_project.training.command import run_from_cli
+    from mha_project.training.hydra_callbacks import FailedJob
+    from mha_project.training.train import train
 
-    return run_from_cli(cfg)
+    if HydraConfig.get().mode != RunMode.MULTIRUN:
+        return train(cfg)  # an error ends the command (a UserError in one line: hydra_callbacks.py)
+    try:
+        metrics = train(cfg)
+    except Exception as err:  # noqa: BLE001 - a sweep's job: recorded by the Hydra callbacks, the sweep goes on
+        return FailedJob(err)
+    value = metrics.get(cfg.optimized_metric) if cfg.optimized_metric else None
+    return float("nan") if value is None else float(value)  # what a sweeper (Optuna) optimises
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf
 
-from mha_project.cli import shown
+from mha_project.extras.sweep_report.tables import shown
 from mha_project.errors import ConfigError
 from mha_project.extras.optuna.studies import (
     HEARTBEAT_SECONDS,

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from mha_project.analysis.runs import load_run
-from mha_project.data.pipeline import pipeline_from_cfg
-from mha_project.data.sources import load_dataset
-from mha_project.training.fitting import classifier_loss
+from mha_project.analysis.runs import build_recorded, load_run
 
 
 def evaluate_run(run_dir) -> dict:
     run = load_run(run_dir)
-    data = load_dataset(run.cfg.data, int(run.cfg.seed))
-    test_ds = pipeline_from_cfg(run.cfg, data.test_texts, data.test_labels, run.preprocessor, shuffle=False)
-    run.model.compile(loss=classifier_loss(run.model), metrics=["accuracy"])  # the loss it trained with
+    source = build_recorded(run.cfg.data)
+    data = source.splits(int(run.cfg.seed))
+    test_ds = source.pipeline(
+        data.test_texts, data.test_labels, run.preprocessor, run.cfg.trainer.batch_size, run.cfg.seed,
+        shuffle=False, text_inputs=getattr(run.model, "text_inputs", None),
+    )  # fmt: skip
+    run.model.compile(loss=build_recorded(run.cfg.loss), metrics=["accuracy"])  # the loss it trained with
     loss, accuracy = run.model.evaluate(test_ds, verbose=0)
     return {
         "data_changed": data_changes(run.metrics.get("data_fingerprint"), data.fingerprints()),

@@ -14,12 +14,7 @@ from mha_project.attention.scores import normalized_entropy, scores_for_texts
 from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
-from mha_project.extending import ATTENTION_VIEWS
-from mha_project.model.backbone import encoder_blocks
 from mha_project.run_dir import ANALYSIS_TB
-
-HEATMAP = "heatmap"  # inspect_attention.py --view: the default; the extras add theirs (ATTENTION_VIEWS)
-
 
 def inspect_text(
     run_dir,
@@ -28,15 +23,11 @@ def inspect_text(
     top_k: int = 3,
     max_tokens: int = 24,
     scale: str = "shared",
-    view: str = "heatmap",
-    heads: str = "all",
+    draw=None,
 ) -> dict:
     """One sentence through a run (a run directory or a loaded ``Run``): the prediction, each head's most
-    attended tokens, a picture (``view``: ``heatmap``, the layers x heads grid of weights, or an extra's, which
-    reads ``heads``; PNG, SVG or PDF by ``out``'s extension) and the same images in TensorBoard."""
-    views = (HEATMAP, *ATTENTION_VIEWS)
-    if view not in views:
-        raise UserError(f"--view={view} is invalid: must be one of {', '.join(views)}")
+    attended tokens, a picture (the layers x heads grid of weights, or ``draw(scores_per_layer, tokens,
+    caption) -> figure``; PNG, SVG or PDF by ``out``'s extension) and the same images in TensorBoard."""
     if scale not in SCALES:
         raise UserError(f"--scale={scale} is invalid: must be one of {', '.join(SCALES)}")
     if max_tokens < 1:
@@ -46,9 +37,6 @@ def inspect_text(
     if not text or not text.strip():
         raise UserError('text is empty: give the sentence to inspect, e.g. "a lovely, fresh coffee"')
     run = as_run(run_dir, needs_attention=True)
-    # The arguments that depend on the run, answered before any attention is computed.
-    per_layer = [block.attention.num_heads for block in encoder_blocks(run.model)]
-    draw = ATTENTION_VIEWS[view](heads, per_layer) if view != HEATMAP else None
     out_path = Path(out) if out else run.path / "inspect" / f"attention_{_slug(text)}.png"
     if out and out_path.is_dir():  # --out DIR: the default file name inside it
         out_path = out_path / f"attention_{_slug(text)}.png"

@@ -2,22 +2,79 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import keras
 import numpy as np
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+import mha_project.model.classifier  # noqa: F401  (registers the core's Keras classes: TextClassifier, its backbone, ...)
+import mha_project.training.schedules  # noqa: F401  (WarmupCosine, in a saved optimizer)
 from mha_project.data.pipeline import TextPreprocessor, pad_batch
 from mha_project.data.vocabulary import saved_vectorizer
-from mha_project.errors import UserError
+from mha_project.errors import UserError, message_line
 from mha_project.model.backbone import encoder_blocks
 from mha_project.run_dir import MODEL_FILE, STAGE_DIR, check_run_dir, no_attention
-from mha_project.training.saving import damaged, load_model_safely
+
+PACKAGE_PREFIX = "mha_project."  # the only modules a run's config may make a reader import or build
 
 
-def load_masked_lm(run_dir):
+def recorded_targets(node) -> list[str]:
+    """Every ``_target_`` in a config node, nested ones included."""
+    if OmegaConf.is_dict(node):
+        found = [str(node["_target_"])] if "_target_" in node else []
+        return found + [t for key in node if key != "_target_" for t in recorded_targets(node._get_node(key))]
+    if OmegaConf.is_list(node):
+        return [t for item in node for t in recorded_targets(item)]
+    return []
+
+
+def import_recorded_classes(cfg: DictConfig) -> None:
+    """Import the modules of the classes a run's model config names (an extra's backbone, its classifier), so
+    Keras finds them by their registered names; only this project's modules, never another path a file names."""
+    for target in recorded_targets(cfg.get("model")):
+        if target.startswith(PACKAGE_PREFIX):
+            importlib.import_module(target.rpartition(".")[0])
+
+
+def build_recorded(node):
+    """``instantiate(node)`` for a node read from a run directory, whose targets must be this project's own."""
+    outside = [t for t in recorded_targets(node) if not t.startswith(PACKAGE_PREFIX)]
+    if outside:
+        raise UserError(f"refusing to build {outside[0]}: a run's config may name only mha_project's own classes")
+    return instantiate(node)
+
+
+def load_model(path, cfg: DictConfig | None = None):
+    """``keras.saving.load_model`` with ``safe_mode=True`` (code-carrying layers such as Lambda are refused),
+    after importing the classes ``cfg`` (the run's config) names; one line for a file that cannot be loaded."""
+    if cfg is not None:
+        import_recorded_classes(cfg)
+    try:
+        return keras.saving.load_model(path, safe_mode=True)
+    except ValueError as err:
+        if "safe_mode" in str(err) or "Lambda" in str(err):
+            raise UserError(
+                f"refusing to load {path}: it contains a Lambda layer or other arbitrary code, "
+                "which safe_mode=True does not deserialise; only models built by mha_project load"
+            ) from None
+        raise damaged(path, err) from None
+    except Exception as err:  # a truncated or overwritten zip, HDF5 errors, ...: the file is damaged
+        raise damaged(path, err) from None
+
+
+def damaged(path, err) -> UserError:
+    return UserError(
+        f"{path} cannot be loaded ({type(err).__name__}: {message_line(err)[:160]}); the file is damaged: "
+        "restore it, or train the run again in a new hydra.run.dir"
+    )
+
+
+def load_masked_lm(run_dir, cfg=None):
     """The model saved by a run's pretraining stage (``RUN_DIR/pretrain/model.keras``): a
     :class:`MaskedLanguageModel` or a :class:`ReplacedTokenDetector` (whose ``generator`` fills masks)."""
     path = Path(run_dir) / STAGE_DIR / MODEL_FILE
@@ -26,7 +83,7 @@ def load_masked_lm(run_dir):
             f"{run_dir} has no masked-LM stage (no {STAGE_DIR}/{MODEL_FILE}): it was trained with pretrain=none, "
             "or its pretraining has not finished; train one with: python scripts/train.py pretrain=mlm"
         )
-    return load_model_safely(path)
+    return load_model(path, cfg)
 
 
 @dataclass
@@ -99,11 +156,11 @@ def load_run(path, needs_attention: bool = False, needs_data: bool = True) -> Ru
             f"the data this run was trained on, data.path={cfg.data.path}, no longer exists; "
             "move it back (the run's splits and test set are defined by it)"
         )
-    model = load_model_safely(path / "model.keras")
+    model = load_model(path / MODEL_FILE, cfg)
     if needs_attention and not encoder_blocks(model):
-        raise no_attention(path, cfg)
+        raise no_attention(path)
     vectorizer = saved_vectorizer(path / "vocab.txt", cfg.data.vocab_size)
-    return Run(path, cfg, model, TextPreprocessor.of_run(cfg.data, vectorizer), metrics)
+    return Run(path, cfg, model, TextPreprocessor(vectorizer, int(cfg.data.seq_len), str(cfg.data.truncation)), metrics)
 
 
 def as_run(run, needs_attention: bool = False) -> Run:

@@ -6,8 +6,8 @@
        head_i  = softmax(Q_i K_i^T / sqrt(d_k)) V_i      Q_i = query W_i^Q, K_i = key W_i^K, V_i = value W_i^V
        output  = concat(head_1, ..., head_h) W^O
 
-2. :func:`attention_scores` runs a trained classifier's own layers (shared weights, no copy) and
-   returns every layer's scores, shape ``(batch, heads, query_len, key_len)``."""
+2. :func:`attention_scores` reads a trained model's scores from its own forward pass (the backbone's
+   ``attention_model``: the scores nodes of its graph), shape ``(batch, heads, query_len, key_len)``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 from keras import ops
 
 from mha_project.data.pipeline import pad_batch
-from mha_project.model.backbone import backbone_of, encoder_blocks
+from mha_project.model.backbone import backbone_of
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -83,26 +83,18 @@ def reference_mha(layer, query, value, key=None, attention_mask=None):
 
 
 def attention_scores(model, token_ids: np.ndarray) -> list[np.ndarray]:
-    """Per encoder layer, the scores ``(batch, heads, T, T)`` of ``model`` on padded ``token_ids``.
-
-    Runs the trained layers themselves (inference mode). Rows of real tokens sum to 1; columns and
-    rows of padding are 0.
-    """
+    """Per encoder layer, the scores ``(batch, heads, T, T)`` that ``model``'s forward pass computes on padded
+    ``token_ids`` (inference mode). Rows of real tokens sum to 1; columns and rows of padding are 0."""
+    backbone = backbone_of(model)
     ids = ops.convert_to_tensor(np.asarray(token_ids, dtype="int32"))
-    embedding = backbone_of(model).get_layer("embedding")
-    mask = embedding.compute_mask(ids)
-    x = embedding(ids)
-    scores = []
-    for block in encoder_blocks(model):
-        x, s = block(x, mask=mask, training=False, return_attention_scores=True)
-        scores.append(np.asarray(ops.convert_to_numpy(ops.cast(s, "float32"))))
-    # Make padding query rows exactly 0 whatever mask path Keras took.
-    real = np.asarray(ops.convert_to_numpy(mask), dtype=bool)
-    return [s * real[:, None, :, None] for s in scores]
+    scores = backbone.attention_model()(ids, training=False)
+    real = np.asarray(ops.convert_to_numpy(backbone.embedding.compute_mask(ids)), dtype=bool)
+    # Padding query rows exactly 0 whatever mask path Keras took.
+    return [np.asarray(ops.convert_to_numpy(ops.cast(s, "float32"))) * real[:, None, :, None] for s in scores]
 
 
 def has_cls_token(model) -> bool:
-    return bool(getattr(backbone_of(model).get_layer("embedding"), "cls_token", False))
+    return bool(backbone_of(model).embedding.cls_token)
 
 
 def scores_for_texts(model, preprocessor, texts):

@@ -5,12 +5,16 @@ Written by the training callback every epoch and by ``inspect_attention.py`` for
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import tensorflow as tf
 
+from tensorboard.compat.proto import summary_pb2
+
+from mha_project.attention import ATTENTION_PLUGIN, CAPTION, WEIGHTS, quantize
 from mha_project.attention.plots import attention_grid, figure_to_png
 from mha_project.attention.scores import attention_entropy, normalized_entropy, scores_for_texts
-from mha_project.extending import ATTENTION_RECORDS
 
 
 def write_attention_summaries(
@@ -30,8 +34,8 @@ def write_attention_summaries(
     """Write image, histogram, entropy and text records for ``texts`` at ``step``; return the scores.
 
     ``classify=False`` (a masked language model): attention only, no predicted class per probe.
-    ``run_label`` (not None): also the extras' records of the probes (``ATTENTION_RECORDS``: TensorBoard's
-    Attention tab), the run listed under that label.
+    ``run_label`` (not None): also each probe's weights for TensorBoard's ``attention`` plugin, the run listed
+    under that label (``mha_project/attention/__init__.py``).
     """
     scores, tokens, real = scores_for_texts(model, preprocessor, texts)
     probs = model.predict(preprocessor.model_inputs(model, texts), verbose=0) if classify else None
@@ -62,15 +66,32 @@ def write_attention_summaries(
                 f"**text:** {text}  \n{truth}**predicted:** {class_name(predicted, class_names)} "
                 f"(p={probs[k][predicted]:.3f})",
             )
-        if run_label is not None and ATTENTION_RECORDS:
-            captions = [
-                prediction_caption(probs[k], class_names, None if labels is None else labels[k]) if classify else ""
-                for k in range(len(texts))
-            ]
-            for write in ATTENTION_RECORDS:  # the extras' (mha_project/extending.py)
-                write(texts, tokens, scores, captions, run_label, step)
+        for k, text in enumerate(texts if run_label is not None else []):
+            label = None if labels is None else labels[k]
+            caption = prediction_caption(probs[k], class_names, label) if classify else ""
+            write_attention_weights(k, text, tokens[k], [s[k] for s in scores], caption, run_label, step)
     writer.flush()
     return scores
+
+
+def write_attention_weights(k: int, text: str, tokens: list[str], layers: list, caption: str, label: str, step):
+    """Probe ``k``'s attention at ``step`` (one ``(heads, n, n)`` array per layer) into the default writer, for
+    TensorBoard's ``attention`` plugin; ``label``: how the run is listed (its swept values, e.g. ``heads=8``)."""
+    n = len(tokens)
+    weights = np.stack([quantize(np.asarray(s)[:, :n, :n]) for s in layers])
+    described = {"text": text, "tokens": list(tokens), "label": label}
+    at = int(step)
+    tag = f"attention_weights/probe_{k}"
+    tf.summary.write(f"{tag}/{WEIGHTS}/{at}", tf.constant(weights), step=at, metadata=plugin_metadata(described))
+    tf.summary.write(f"{tag}/{CAPTION}/{at}", tf.constant(caption), step=at, metadata=plugin_metadata({}))
+
+
+def plugin_metadata(content: dict):
+    metadata = tf.compat.v1.SummaryMetadata()
+    metadata.plugin_data.plugin_name = ATTENTION_PLUGIN
+    metadata.plugin_data.content = json.dumps(content, ensure_ascii=False).encode("utf-8")
+    metadata.data_class = summary_pb2.DATA_CLASS_TENSOR  # what the data provider's list_tensors returns
+    return metadata
 
 
 def prediction_caption(probs, class_names=None, label=None) -> str:

@@ -7,10 +7,9 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from mha_project.data import TRUNCATIONS
-from mha_project.data.sources import select_texts, text_dataset
+from mha_project.config import TRUNCATIONS
+from mha_project.data.texts import text_dataset
 from mha_project.data.vocabulary import ragged_ids
-from mha_project.extending import TEXT_INPUTS
 
 
 def truncate_token_ids(ids, seq_len: int, truncation: str = "head"):
@@ -41,11 +40,6 @@ def truncate_token_ids(ids, seq_len: int, truncation: str = "head"):
     return tf.RaggedTensor.from_row_lengths(values, kept)
 
 
-def truncation_of(data_cfg) -> str:
-    """A run's ``data.truncation``."""
-    return str(data_cfg.truncation)
-
-
 @dataclasses.dataclass(frozen=True)
 class TextPreprocessor:
     """Text -> token ids as a run trains: its vocabulary (``vectorizer``, a ``TextVectorization``), ``seq_len``
@@ -61,11 +55,6 @@ class TextPreprocessor:
     vectorizer: object
     seq_len: int
     truncation: str = "head"
-
-    @classmethod
-    def of_run(cls, data_cfg, vectorizer) -> TextPreprocessor:
-        """A run's: its ``data.seq_len`` and ``data.truncation`` around its vocabulary."""
-        return cls(vectorizer, int(data_cfg.seq_len), truncation_of(data_cfg))
 
     def ids_in_graph(self, texts):
         """A string tensor's truncated ids (a RaggedTensor), inside tf.data or a SavedModel."""
@@ -87,12 +76,6 @@ def with_text_inputs(model, token_ids, texts):
     anything (a string tensor in the export, a list of strings elsewhere)."""
     more = getattr(model, "text_inputs", None)
     return token_ids if more is None else {"token_ids": token_ids, **more(texts)}
-
-
-def text_inputs_of(cfg):
-    """The function of a batch of raw texts giving the inputs a run's model reads beside its token ids, or
-    None (``extending.TEXT_INPUTS``)."""
-    return next((inputs for hook in TEXT_INPUTS if (inputs := hook(cfg)) is not None), None)
 
 
 def pad_batch(token_rows: list[np.ndarray]) -> np.ndarray:
@@ -123,34 +106,10 @@ def bucket_boundaries(seq_len: int, width: int | None = None) -> list[int]:
     return bounds + [seq_len]
 
 
-def pipeline_from_cfg(cfg, texts, labels, preprocessor, *, shuffle: bool, batch_size: int | None = None, part=(0, 1)):
-    """``make_pipeline`` with a run's own settings (batch size, seed, buckets) and its ``preprocessor``
-    (:class:`TextPreprocessor`): training, evaluation, pretraining, head importance and the benchmark all batch a
-    run's texts exactly the same way. ``batch_size`` defaults to ``trainer.batch_size`` (the pretraining stage
-    passes its own); ``part`` is ``(process, processes)`` (see :func:`batch_token_ids`): every process batches
-    the same texts, less the last ``len(texts) % processes``, so that every batch splits evenly."""
-    if part[1] > 1:
-        kept = len(texts) - len(texts) % part[1]
-        texts, labels = select_texts(texts, np.arange(kept)), np.asarray(labels)[:kept]
-    return make_pipeline(
-        texts,
-        labels,
-        preprocessor,
-        int(cfg.trainer.batch_size if batch_size is None else batch_size),
-        shuffle=shuffle,
-        seed=int(cfg.seed),
-        bucketing=bool(cfg.data.bucketing),
-        bucket_width=cfg.data.get("bucket_width"),
-        shuffle_buffer=cfg.data.get("shuffle_buffer"),
-        part=part,
-        text_inputs=text_inputs_of(cfg),
-    )
-
-
 def make_pipeline(texts, labels, preprocessor: TextPreprocessor, batch_size: int, text_inputs=None, **options):
     """tf.data: tokenise and truncate (``preprocessor``) -> then :func:`batch_token_ids` with ``options``
     (``shuffle``, ``seed``, ``bucketing``, ``bucket_width``, ``cache``): cache, reshuffle, bucketed
-    batches, prefetch. With ``text_inputs`` (:func:`text_inputs_of`), each text rides beside its ids to
+    batches, prefetch. With ``text_inputs`` (a model's ``text_inputs``), each text rides beside its ids to
     its batch, where ``text_inputs`` adds the model's other inputs: ``({"token_ids": ..., **those}, label)``."""
 
     def tokenise(text, label):

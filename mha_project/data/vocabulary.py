@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from mha_project.atomic import write_text_atomic
-from mha_project.data.sources import select_texts, text_dataset
+from mha_project.data.texts import select_texts, text_dataset
 from mha_project.errors import ConfigError
 
 
@@ -43,25 +43,6 @@ def make_vectorizer(
                 f"the {len(texts)} training texts of {source} have no words (every one is empty or "
                 "punctuation only): check the dataset's files"
             )
-    return vectorizer
-
-
-def run_vectorizer(data_cfg, train_texts, seed: int, saved: Path, reserved: list[str] = ()):
-    """A run's vocabulary: ``saved`` (``vocab.txt``) when the run directory holds one, so a resumed run reads
-    the ids its weights were trained with; else adapted on the training texts, with the ``reserved`` words
-    (a masked LM's ``[MASK]``) in place of the least frequent ones. Nothing is written: the run saves it
-    (:func:`save_vocabulary`) once every check has passed."""
-    if saved.exists():
-        return saved_vectorizer(saved, data_cfg.vocab_size)
-    source = f"data.path={data_cfg.path}" if data_cfg.get("path") else f"data={data_cfg.name}"
-    vectorizer = make_vectorizer(
-        train_texts, data_cfg.vocab_size, sample=data_cfg.vocab_sample, seed=seed, source=source
-    )
-    if reserved:
-        words = with_reserved_words(
-            vectorizer.get_vocabulary(include_special_tokens=False), data_cfg.vocab_size, reserved
-        )
-        vectorizer = make_vectorizer(None, data_cfg.vocab_size, vocabulary=words)
     return vectorizer
 
 

@@ -1,14 +1,4 @@
-"""The extras: what the project adds around the core, each a package here that registers itself with the
-core (``mha_project/extending.py``) when imported.
-
-Importing this package imports every extra present, so deleting one's folder (and its config group and
-tests) removes it and nothing else. Python's own plugin pattern (packaging guide, "Creating and discovering
-plugins": a namespace walked with ``pkgutil``), as entry points would name a folder that may be gone.
-"""
-
-import importlib
-import pkgutil
-
-PRESENT = [extra.name for extra in pkgutil.iter_modules(__path__)]  # the extras' names: their folders
-for _name in PRESENT:
-    importlib.import_module(f"{__name__}.{_name}")
+"""The extras: what the project adds around the core, each a package here with its own config groups
+(``<name>/configs/``, on Hydra's search path through ``hydra_plugins/mha_extras``). An extra is chosen by
+config: its parts are ``_target_`` nodes and Hydra callbacks that its configs name; importing it registers
+nothing. The core imports none of them (``tests/test_structure.py``)."""

@@ -1,14 +1,15 @@
 """The encoder backbone: token ids -> one contextual vector per token. Every task model takes one.
 
-``model.num_heads`` (the ``heads`` shortcut, ``mha_project/config.py``) goes straight into
-``EncoderBlock(num_heads=...)``, which builds ``keras.layers.MultiHeadAttention(num_heads=...)``."""
+``heads=8`` reaches it as ``model.backbone.num_heads`` (``configs/model/backbone/encoder.yaml``), which
+``hydra.utils.instantiate`` hands to ``EncoderBackbone(num_heads=...)``, which gives it to each
+``EncoderBlock`` (``layers.py``), which builds ``keras.layers.MultiHeadAttention(num_heads=...)``."""
 
 from __future__ import annotations
 
 import keras
 from keras import layers
 
-from mha_project.model import LEARNED_POSITIONS, PACKAGE
+from mha_project.model import PACKAGE
 from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
 
 
@@ -18,8 +19,8 @@ class EncoderBackbone(keras.Model):
     model built inline from one set of arguments (keras-hub's ``Backbone``). The classifier, the masked LM
     and ELECTRA's discriminator put their heads on it; the padding mask travels with its output.
 
-    Each argument is the ``model`` config key of the same name (``from_model_config``), except
-    ``vocab_size`` (from the vocabulary) and ``cls_token`` (``model.pooling=cls``).
+    Every block returns its attention scores in this graph, so the attention a tool shows is a node of the
+    model's own forward pass (:meth:`attention_model`), never a second walk of its layers.
 
     Output: ``(batch, T, embed_dim)``, one position longer (``[CLS]`` first) with ``cls_token=True``.
 
@@ -28,7 +29,12 @@ class EncoderBackbone(keras.Model):
     ...                            key_dim=4, ff_dim=16)
     >>> tuple(backbone(keras.ops.ones((2, 8), "int32")).shape)
     (2, 8, 8)
+    >>> [tuple(s.shape) for s in backbone.attention_model()(keras.ops.ones((2, 8), "int32"))]
+    [(2, 2, 8, 8)]
     """
+
+    block_class = EncoderBlock  # a subclass may build other blocks (the rotary extra's)
+    learned_positions = True  # False: the blocks' attention encodes positions itself
 
     def __init__(
         self,
@@ -48,20 +54,19 @@ class EncoderBackbone(keras.Model):
         sliding_window: int | None = None,
         norm_first: bool = False,
         embedding_norm: str = "layer_norm",
-        position_encoding: str = LEARNED_POSITIONS,
         cls_token: bool = False,
         local_conv: int = 0,
         dtype=None,
         **kwargs,
     ):
         # Built in call order (their random seeds follow it), each in the backbone's dtype policy (reloads as one).
-        self.embedding = TokenAndPositionEmbedding(
+        self.embedding = embedding = TokenAndPositionEmbedding(
             vocab_size,
             max_len,
             embed_dim,
             cls_token=cls_token,
             embedding_norm=embedding_norm,
-            learned_positions=position_encoding == LEARNED_POSITIONS,  # else attention encodes them
+            learned_positions=self.learned_positions,
             dtype=dtype,
             name="embedding",
         )
@@ -81,19 +86,20 @@ class EncoderBackbone(keras.Model):
             sliding_window=sliding_window,
             norm_first=norm_first,
         )
-        self.blocks = [
-            EncoderBlock(**block, position_encoding=position_encoding, dtype=dtype, name=f"encoder_{i}")
-            for i in range(num_layers)
-        ]
+        self.blocks = [self.block_class(**block, dtype=dtype, name=f"encoder_{i}") for i in range(num_layers)]
         norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None
+
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        x = token_ids
-        for layer in (self.embedding, embedding_dropout, conv, *self.blocks, norm):
-            x = x if layer is None else layer(x)
+        x = embedding_dropout(embedding(token_ids))
+        if conv is not None:
+            x = conv(x)
+        for encoder_block in self.blocks:
+            x, _scores = encoder_block(x, return_attention_scores=True)
+        if norm is not None:
+            x = norm(x)
         super().__init__(inputs=token_ids, outputs=x, **kwargs)
         if dtype is not None:
             self.dtype_policy = keras.dtype_policies.get(dtype)  # a functional model drops it (keras-hub does this)
-        # The constructor's own arguments, as given (get_config adds Keras's name, trainable and dtype).
         self.arguments = dict(
             vocab_size=vocab_size,
             max_len=max_len,
@@ -101,36 +107,15 @@ class EncoderBackbone(keras.Model):
             num_layers=num_layers,
             **block,
             embedding_norm=embedding_norm,
-            position_encoding=position_encoding,
             cls_token=cls_token,
             local_conv=local_conv,
         )
 
-    @classmethod
-    def from_model_config(cls, model_cfg, vocab_size: int, **changes) -> EncoderBackbone:
-        """The backbone the ``model`` config group describes; ``changes`` override single arguments."""
-        arguments = dict(
-            vocab_size=vocab_size,
-            max_len=model_cfg.max_len,
-            embed_dim=model_cfg.embed_dim,
-            num_layers=model_cfg.num_layers,
-            num_heads=model_cfg.num_heads,
-            key_dim=model_cfg.key_dim,
-            ff_dim=model_cfg.ff_dim,
-            value_dim=model_cfg.value_dim,
-            dropout=model_cfg.dropout,
-            attention_dropout=model_cfg.attention_dropout,
-            activation=model_cfg.activation,
-            use_bias=model_cfg.use_bias,
-            use_gate=model_cfg.use_gate,
-            sliding_window=model_cfg.sliding_window,
-            norm_first=model_cfg.norm_first,
-            embedding_norm=model_cfg.embedding_norm,
-            position_encoding=model_cfg.position_encoding,
-            cls_token=model_cfg.pooling == "cls",
-            local_conv=model_cfg.local_conv,
-        )
-        return cls(**{**arguments, **changes}, name="backbone")
+    def attention_model(self) -> keras.Model:
+        """Token ids -> every block's attention scores ``(batch, heads, T, T)``: the scores nodes of this
+        model's own graph (Keras's feature-extraction idiom), so what a tool shows is what the forward pass
+        computed, every layer before the blocks included."""
+        return keras.Model(self.input, [encoder_block.output[1] for encoder_block in self.blocks])
 
     def clone(self, **changes) -> EncoderBackbone:
         """A backbone of the same shape holding these weights, with ``changes`` (e.g. another dropout rate)."""
@@ -158,10 +143,10 @@ class EncoderBackbone(keras.Model):
 
 def backbone_of(model) -> EncoderBackbone | None:
     """A task model's backbone (None for a bag of n-grams alone); a backbone is its own."""
-    return model if isinstance(model, EncoderBackbone) else model.backbone
+    return model if isinstance(model, EncoderBackbone) else getattr(model, "backbone", None)
 
 
 def encoder_blocks(model) -> list[EncoderBlock]:
-    """The encoder's blocks in order; none for a classifier without a backbone (``model.ngram_branch=bigram_alone``)."""
+    """The encoder's blocks in order; none for a model without a backbone."""
     backbone = backbone_of(model)
-    return [] if backbone is None else [layer for layer in backbone.layers if isinstance(layer, EncoderBlock)]
+    return [] if backbone is None else list(backbone.blocks)

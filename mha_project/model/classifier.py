@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.extending import CLASSIFIERS
-from mha_project.model import PACKAGE, POOLINGS
+from mha_project.config import POOLINGS
+from mha_project.model import PACKAGE
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
 from mha_project.model.poolings import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
 
@@ -80,34 +80,11 @@ def uncompiled_copy(model, weights=None):
     return copy
 
 
-def build_classifier(model_cfg, vocab_size: int, num_classes: int, backbone=None, dtype=None):
-    """The classifier the ``model`` config group describes, on ``backbone`` when given (a pretrained one), in
-    the dtype policy ``dtype`` (``trainer.precision``; None: Keras's global policy); an extra's classifier
-    where one builds it for this config (``CLASSIFIERS``: a wide-and-deep model)."""
-    for build in CLASSIFIERS:
-        model = build(model_cfg, vocab_size, num_classes, backbone, dtype)
-        if model is not None:
-            return model
-    if backbone is None:
-        backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size, dtype=dtype)
-    return TextClassifier(
-        backbone, num_classes, pooling=model_cfg.pooling, dropout=model_cfg.dropout, name="mha_classifier"
-    )
-
-
 def model_summary(model: keras.Model) -> str:
     """Keras's layer table, the backbone's layers nested inside it, preceded by what the table does not show:
     each block's attention shape. Taken before ``compile``, so its parameter counts are the model's alone."""
     blocks = encoder_blocks(model)
-    head = ""
-    if blocks:
-        block = blocks[0]
-        value_dim = block.value_dim or block.key_dim
-        head = (
-            f"{len(blocks)} encoder block(s), each {type(block.attention).__name__}(num_heads={block.num_heads}, "
-            f"key_dim={block.key_dim}, value_dim={value_dim}) on embed_dim {block.ff_outer.units}, "
-            f"feed-forward {block.ff_dim}\n"
-        )
+    head = f"{len(blocks)} encoder block(s), each {blocks[0].summary_line()}\n" if blocks else ""
     lines = []
     model.summary(line_length=80, expand_nested=True, print_fn=lambda text, line_break=True: lines.append(text))
     return head + "\n".join(lines).rstrip() + "\n"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from mha_project.extending import POSITION_ENCODINGS
-from mha_project.model import EMBEDDING_NORMS, LEARNED_POSITIONS, PACKAGE, position_encodings
+from mha_project.config import EMBEDDING_NORMS
+from mha_project.model import PACKAGE
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -26,8 +26,8 @@ class TokenAndPositionEmbedding(layers.Layer):
         cls_token: prepend a learned ``[CLS]`` vector (position 0) that the classifier reads; the
             output is then one position longer than the input.
         learned_positions: add the learned position table (the default); ``False`` when attention itself
-            encodes positions (another ``model.position_encoding``: ``EncoderBlock``) and the embedding is the
-            token's alone.
+            encodes positions (an ``EncoderBlock`` whose ``attention_class`` rotates queries and keys) and the
+            embedding is the token's alone.
         embedding_norm: how the summed token + position embeddings are scaled before the first
             attention layer. ``"layer_norm"`` (BERT, keras-hub's BERT backbone): a LayerNormalization,
             so queries and keys start at unit scale and the first attention's logits can move;
@@ -204,8 +204,9 @@ class EncoderBlock(layers.Layer):
         sliding_window: each token attends only to tokens fewer than this many positions away; ``None``: all.
         norm_first: pre-norm instead of post-norm.
         layer_norm_epsilon: epsilon of both LayerNormalizations.
-        position_encoding: ``"learned"`` (the embedding's table: ``keras.layers.MultiHeadAttention`` as it is), or
-            the name of an attention layer that encodes positions itself (an extra's ``POSITION_ENCODINGS``).
+
+    ``attention_class`` is the layer each block builds: ``keras.layers.MultiHeadAttention``; a subclass may
+    name another with the same arguments (the rotary extra's rotates queries and keys by position).
 
     Call args:
         inputs: ``(batch, seq, embed_dim)``.
@@ -218,6 +219,8 @@ class EncoderBlock(layers.Layer):
     >>> tuple(out.shape), tuple(scores.shape)
     ((2, 10, 32), (2, 4, 10, 10))
     """
+
+    attention_class = layers.MultiHeadAttention
 
     def __init__(
         self,
@@ -233,12 +236,10 @@ class EncoderBlock(layers.Layer):
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         attention_dropout: float | None = None,
-        position_encoding: str = LEARNED_POSITIONS,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = num_heads
-        self.position_encoding = position_encoding
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.ff_dim = ff_dim
@@ -254,11 +255,7 @@ class EncoderBlock(layers.Layer):
 
     def build(self, input_shape):
         embed_dim = input_shape[-1]
-        if self.position_encoding not in position_encodings():  # a model saved with an extra not installed here
-            known = ", ".join(position_encodings())
-            raise ValueError(f"position_encoding={self.position_encoding!r} is invalid: must be one of {known}")
-        make_attention = POSITION_ENCODINGS.get(self.position_encoding, layers.MultiHeadAttention)  # learned: Keras's
-        self.attention = make_attention(
+        self.attention = self.attention_class(
             num_heads=self.num_heads,
             key_dim=self.key_dim,
             value_dim=self.value_dim,
@@ -355,6 +352,12 @@ class EncoderBlock(layers.Layer):
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
             attention_dropout=self.attention_dropout,
-            position_encoding=self.position_encoding,
         )
         return config
+
+    def summary_line(self) -> str:
+        """What Keras's layer table does not show: the attention's shape."""
+        return (
+            f"{type(self.attention).__name__}(num_heads={self.num_heads}, key_dim={self.key_dim}, "
+            f"value_dim={self.value_dim or self.key_dim}) on embed_dim {self.ff_outer.units}, feed-forward {self.ff_dim}"
+        )

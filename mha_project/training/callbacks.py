@@ -8,11 +8,17 @@ TensorBoard tags (documented in the README):
 ``attention/layer_{l}`` (image), ``attention_scores/layer_{l}`` (histogram),
 ``attention_entropy/layer_{l}/head_{h}`` (scalar, nats),
 ``attention_normalized_entropy/layer_{l}/head_{h}`` (scalar, entropy / log n: 1 = uniform),
-``attention_probe/{k}`` (text). The HParams records are written by :mod:`mha_project.training.hparams`."""
+``attention_probe/{k}`` (text), and each probe's weights for the Attention tab (``attention_weights/...``).
+
+* :class:`ResumableBackup` backs up every epoch, so that a killed run resumes exactly where it stopped."""
 
 from __future__ import annotations
 
 import contextlib
+import csv
+import json
+import logging
+import shutil
 import time
 from pathlib import Path
 
@@ -20,9 +26,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from mha_project.atomic import replaced_atomically
+from mha_project.atomic import replaced_atomically, write_json_atomic
 from mha_project.attention.summaries import write_attention_summaries
-from mha_project.extending import PROCESS_LOCAL
 
 
 def tensorboard_callbacks(
@@ -37,10 +42,12 @@ def tensorboard_callbacks(
     classify: bool = True,
     profile_batches=0,
     log_initial: bool = True,
+    local=None,
 ) -> list:
-    """What a fit logs to TensorBoard (``logger.*``), for the classifier and the pretraining stage alike:
+    """What a fit logs to TensorBoard (``logger.*``), for the classifier and a pretraining stage alike:
     Keras's scalars every epoch and, every ``logger.attention.every_n_epochs``, the ``probes``' attention
-    (images, entropies, and the extras' records of them under ``label``)."""
+    (images, entropies, the Attention tab's records under ``label``). ``local(model)``: the model as this
+    process alone may run it (a copy, when several processes train it)."""
     if not logger_cfg.tensorboard:
         return []
     callbacks = [EpochTensorBoard(log_dir, update_freq="epoch", profile_batch=profile_batches)]
@@ -58,6 +65,7 @@ def tensorboard_callbacks(
                 classify=classify,
                 run_label=label,
                 log_initial=log_initial,
+                local=local,
             )
         )
     return callbacks
@@ -87,10 +95,12 @@ class AttentionLogger(keras.callbacks.Callback):
         classify: bool = True,
         run_label: str | None = None,
         log_initial: bool = False,
+        local=None,
     ):
         super().__init__()
         self.log_initial = log_initial
-        self.run_label = run_label  # not None: also the extras' records (the Attention tab), under this label
+        self.run_label = run_label  # not None: also the Attention tab's records, under this label
+        self.local = local
 
         self.classify = classify
         self.writer = tf.summary.create_file_writer(str(Path(log_dir)))
@@ -106,15 +116,17 @@ class AttentionLogger(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         if self.log_initial and self.texts:  # a fresh fit only: a resumed one's step 0 is already logged
-            with _process_local(self.model) as model:
-                self._write(model, 0)
+            self._write(0)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.every_n_epochs and self.texts and (epoch + 1) % self.every_n_epochs == 0:
-            with _process_local(self.model) as model:
-                self._write(model, epoch + 1)
+            self._write(epoch + 1)
 
-    def _write(self, model, epoch):
+    def _write(self, epoch):
+        with self.local(self.model) if self.local else contextlib.nullcontext(self.model) as model:
+            self._write_for(model, epoch)
+
+    def _write_for(self, model, epoch):
         write_attention_summaries(
             self.writer,
             model,
@@ -127,11 +139,6 @@ class AttentionLogger(keras.callbacks.Callback):
             classify=self.classify,
             run_label=self.run_label,
         )
-
-
-def _process_local(model):
-    """``model`` as this process alone may run it: an extra's copy when several processes train it."""
-    return PROCESS_LOCAL[0](model) if PROCESS_LOCAL else contextlib.nullcontext(model)
 
 
 class HistoryCSVLogger(keras.callbacks.CSVLogger):
@@ -240,3 +247,105 @@ class ResumedEarlyStopping(keras.callbacks.EarlyStopping):
         if self.mode == "min":
             return value + self.min_delta < best
         return value - self.min_delta > best
+
+
+class ResumableBackup(keras.callbacks.BackupAndRestore):
+    """``BackupAndRestore(double_checkpoint=True)`` that also survives a kill during the first backup and
+    keeps the random state of the dropout layers, so that a resumed fit ends as the fit never killed.
+
+    Keras falls back to the previous backup when the latest one is unreadable, but raises when there is
+    no previous one (a kill while the first epoch's backup was being written). Then the unreadable
+    backup is discarded and training starts again: at most that one epoch is lost.
+
+    Keras's weights files hold no ``SeedGenerator`` state, so a resumed run would draw the first epoch's
+    dropout masks again; ``seed_states.json`` keeps them for the last two backed-up epochs (Keras keeps two).
+    :meth:`restore` is called before ``fit`` (the caller needs the epoch it resumes from); ``fit``'s
+    ``on_train_begin`` then restores nothing twice.
+    """
+
+    def __init__(self, backup_dir, history_csv=None):
+        super().__init__(str(backup_dir), save_freq="epoch", double_checkpoint=True)
+        self.history_csv = history_csv
+        self.seed_states = Path(backup_dir) / "seed_states.json"
+        self.restored = None
+
+    def restore(self, model) -> int:
+        """Load the backup into ``model``; return the epochs it had completed (0 without one)."""
+        self.set_model(model)
+        try:
+            super().on_train_begin()
+        except (OSError, ValueError) as err:
+            logging.getLogger(__name__).warning(
+                f"notice: backup in {self.backup_dir} was cut off mid-write ({type(err).__name__}); "
+                "starting this run's training again"
+            )
+            shutil.rmtree(self.backup_dir, ignore_errors=True)
+            if self.history_csv is not None:  # its rows describe the epochs that are now trained again
+                trim_history(self.history_csv, 0)
+        self.restored = backed_up_epochs(self.backup_dir)
+        states = _read_json(self.seed_states).get(str(self.restored))
+        if states is not None:
+            for variable, value in zip(_seed_variables(model), states):
+                variable.assign(np.asarray(value, dtype=variable.dtype))
+        return self.restored
+
+    def on_train_begin(self, logs=None):
+        if self.restored is None:
+            self.restore(self.model)
+
+    def on_epoch_end(self, epoch, logs=None):
+        # The seeds first: a backup of epoch e is only ever read with the seed states of epoch e beside it.
+        states = _read_json(self.seed_states)
+        states = {k: v for k, v in states.items() if int(k) >= epoch}  # this epoch's and the one before it
+        states[str(epoch + 1)] = [keras.ops.convert_to_numpy(v).tolist() for v in _seed_variables(self.model)]
+        write_json_atomic(self.seed_states, states)
+        super().on_epoch_end(epoch, logs)
+
+
+def _seed_variables(model) -> list:
+    """The dropout layers' random state (``SeedGenerator`` variables), in the model's own order."""
+    weights = {id(w) for w in model.weights}
+    return [v for v in model.variables if id(v) not in weights and "seed_generator" in v.path]
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        found = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def read_history(path: Path) -> list[dict]:
+    """history.csv's rows (one per validation, written by :class:`HistoryCSVLogger`)."""
+    if not Path(path).exists():
+        return []
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row.get("epoch", "").strip().isdigit()]
+
+
+def trim_history(path: Path, epochs_done: int) -> list[dict]:
+    """Keep history.csv's header and its rows of epochs 1..``epochs_done``; return them. Rewritten in place
+    (not renamed) because the CSV logger appends to the same file afterwards."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        fields = reader.fieldnames or []
+        all_rows = [r for r in reader if r.get("epoch", "").strip().isdigit()]
+    rows = [r for r in all_rows if int(r["epoch"]) <= epochs_done]
+    if len(rows) != len(all_rows):
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows
+
+
+def backed_up_epochs(backup_dir: Path) -> int:
+    """Epochs completed according to BackupAndRestore's metadata (0 when there is no backup)."""
+    try:
+        return int(json.loads((Path(backup_dir) / "training_metadata.json").read_text())["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0

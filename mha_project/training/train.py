@@ -1,106 +1,469 @@
 """``train(cfg)``: data -> model -> compile -> fit with callbacks -> test once -> save: the recipe, top to bottom.
 
-A run directory (Hydra's output dir) ends up holding:
+Every part is a config node that ``hydra.utils.instantiate`` builds: ``cfg.data`` (a ``TextData``), ``cfg.model``
+(a ``TextClassifier`` on its backbone), ``cfg.optimizer``, ``cfg.loss``, ``cfg.callbacks`` (more Keras callbacks),
+``cfg.trainer.strategy`` (the devices); an extra is a config choice of another ``_target_``. A run directory
+(``cfg.run_dir``: Hydra's output dir) ends up holding:
 
-    .hydra/            the composed config, overrides            (save_run_config, after every check)
-    run.json           the run's format, last finished stage (and identity: the run_record extra)
-    history.csv        one row per epoch                         (HistoryCSVLogger)
-    backup/            state to resume a killed run              (the run_record extra)
-    checkpoints/       best weights by val_accuracy              (BestWeights, atomic)
-    tensorboard/       scalars, attention, HParams               (EpochTensorBoard, AttentionLogger, hparams.py)
-    model.keras        the trained classifier (token ids -> class probabilities)
-    vocab.txt          the TextVectorization vocabulary
-    export/            SavedModel: raw strings -> class probabilities (the export extra)
-    attention.html     the interactive head view of the probe texts (the head_view extra)
-    metrics.json       written last and atomically: its presence means the run finished
+    .hydra/config.yaml   the composed config, written once every check has passed
+    run.json             the run's format, identity and last finished stage (mha_project/run_dir.py)
+    vocab.txt            the vocabulary            model_summary.txt   the model's layers
+    history.csv          one row per epoch         backup/             what a killed run resumes from
+    checkpoints/         the best epoch's weights  tensorboard/        scalars and attention
+    model.keras          the trained classifier    metrics.json        written last: the run finished
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
+import shlex
+import sys
+import time
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+import keras
+import numpy as np
+import tensorflow as tf
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from mha_project.atomic import write_json_atomic, write_text_atomic
-from mha_project.checks import check_activation, validate_config
-from mha_project.extending import AFTER_FIT, BACKBONE_SOURCES, JOB_RUNNERS, RUN_END, RUN_RECORDS
-from mha_project.run_dir import has_attention, new_run
-from mha_project.training import stages
-from mha_project.training.job import Job
-from mha_project.training.reporting import already_finished, failure_told, log_result, next_steps, point_latest_at
+from mha_project.atomic import replaced_atomically, write_json_atomic, write_text_atomic
+from mha_project.config import SHORTCUTS, hparams_of, validate_config
+from mha_project.data.vocabulary import save_vocabulary
+from mha_project.errors import ConfigError, UserError
+from mha_project.model.backbone import encoder_blocks
+from mha_project.model.classifier import model_summary, uncompiled_copy
+from mha_project.run_dir import METRICS_FILE, MODEL_FILE, VOCAB_FILE, RunRecord, open_run_dir
+from mha_project.training.callbacks import (
+    BestWeights,
+    EpochCounter,
+    HistoryCSVLogger,
+    ResumableBackup,
+    ResumedEarlyStopping,
+    backed_up_epochs,
+    read_history,
+    tensorboard_callbacks,
+    trim_history,
+)
+from mha_project.training.schedules import WarmupCosine
 
 # Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
 
+BEST_WEIGHTS = Path("checkpoints") / "best.weights.h5"  # inside the run directory
 
-def train(cfg: DictConfig, run_dir: str | Path | None = None, job: Job | None = None) -> dict:
-    """Train one model as configured; write the run directory; return the metrics dict.
 
-    ``job`` says where and how the run was started (``Job.from_hydra()`` in ``scripts/train.py``); a test or a
-    notebook gives ``run_dir`` instead. The run directory is opened first, before anything in it is written: a
-    new or empty one, or as an extra opens it (the run record: the same config again resumes after the last
-    finished stage, or reports a finished run; another config is refused).
-    """
-    job = job if job is not None else Job.of(run_dir)
+def train(cfg: DictConfig, run_dir=None) -> dict:
+    """Train one model as configured; write the run directory; return the metrics dict. ``run_dir`` (a test,
+    a notebook) stands for Hydra's output dir. The same config again resumes a killed run where it stopped."""
+    cfg = with_run_dir(cfg, run_dir)
     validate_config(cfg)  # before any data is loaded or file written
-    for run_job in JOB_RUNNERS:  # an extra's way to run this job (another process's part of a run)
-        metrics = run_job(cfg, job)
-        if metrics is not None:
-            return metrics
     check_activation(cfg)
-    run_dir = job.run_dir
-    open_run = RUN_RECORDS[0] if RUN_RECORDS else new_run  # an extra's: identity, lock, resume, failure record
-    with open_run(cfg, job) as record, failure_told(RUN_END, cfg, job):
-        if record.finished:
-            return already_finished(run_dir)
 
-        # 1. The process: its devices (an extra's strategy), seeds, determinism.
-        strategy = stages.prepare_process(cfg)
-        # 2. Text -> token ids: the splits, the run's vocabulary and the three pipelines.
-        inputs = stages.prepare_inputs(cfg, run_dir, strategy)
-        plan = stages.plan_fit(cfg, inputs)
-        for source in BACKBONE_SOURCES:  # an extra's backbone (pretrained) must fit this run's model and vocabulary
-            source.check(cfg, inputs)
-        save_run_config(cfg, job)  # every check has passed: the record now describes this run
-        stages.save_vocabulary_once(run_dir, inputs)
+    # 1. The process: the devices it trains on (trainer.strategy), seeds, determinism.
+    strategy = instantiate(cfg.trainer.strategy) if cfg.trainer.strategy else tf.distribute.get_strategy()
+    keras.utils.set_random_seed(cfg.seed)
+    if cfg.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    run_dir = Path(cfg.run_dir)
+    record = open_run_dir(cfg, run_dir)  # a new run, or this config's own to resume; anything else refused
+    if record.finished:
+        return already_finished(record)
+    if record.stage != "started":
+        log.info(f"resuming {run_dir} after stage '{record.stage}'")
 
-        # 3. The model: the classifier, on an extra's backbone if one gives it (pretrained first), compiled.
-        backbone = stages.backbone_from_extras(cfg, job, record, inputs, strategy)
-        model = stages.build_model(cfg, run_dir, inputs, strategy, plan, backbone)
+    # 2. Text -> token ids: the splits, the run's vocabulary (a resumed run's own), the pipelines.
+    data = instantiate(cfg.data)
+    splits = data.splits(cfg.seed)
+    resuming = record.stage != "started" or (run_dir / "backup").exists()
+    preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
+    save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
+    save_vocabulary(preprocessor.vectorizer, run_dir / VOCAB_FILE)
 
-        # 4. fit, with the callbacks that keep the best weights, stop early, log attention and back up.
-        if not record.done("trained"):
-            stages.fit_stage(cfg, job, record, model, inputs, plan)
-        for after_fit in AFTER_FIT:  # an extra's (several processes: process 0's copy of the weights)
-            model = after_fit(cfg, job, model, plan)
-            if model is None:
-                return {}  # this process's part ended with the fit: it records nothing
+    # 3. The model: the classifier on its backbone (pretrained by a stage before the fit, if the config has one).
+    with strategy.scope():
+        backbone = None
+        if cfg.get("pretrain") is not None:  # a stage that gives the backbone (the pretraining extra)
+            backbone = instantiate(cfg.pretrain)(cfg, data, splits, preprocessor, record, strategy)
+        if backbone is None and cfg.model.backbone is not None:
+            backbone = instantiate(cfg.model.backbone, vocab_size=preprocessor.vectorizer.vocabulary_size())
+        # The model node's values, untyped: the backbone given in place of its node is an object, not a config.
+        model_node = OmegaConf.to_container(cfg.model, resolve=True)
+        model = instantiate(model_node, backbone=backbone, num_classes=splits.num_classes, name="mha_classifier")
+    part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
+    text_inputs = getattr(model, "text_inputs", None)  # what else the model reads from the raw text
 
-        # 5. The test, once, on the best epoch's weights; then model.keras and the extras' files beside it.
-        stages.run_test_once(run_dir, record, model, inputs)
-        stages.save_outputs(cfg, run_dir, record, model, inputs)
+    def batches(texts, labels, shuffle, batch_size=cfg.trainer.batch_size, part=(0, 1)):
+        return data.pipeline(texts, labels, preprocessor, batch_size, cfg.seed, shuffle=shuffle, part=part,
+                             text_inputs=text_inputs)  # fmt: skip
 
-        # 6. metrics.json, written last: its presence means the run finished.
-        metrics = stages.collect_metrics(cfg, record, model, inputs.data)
-        for run_end in RUN_END:  # the extras' (mha_project/extending.py)
-            run_end(cfg, job, metrics)
-        write_json_atomic(run_dir / "metrics.json", metrics)
-        record.finish_stage("finished")
-    point_latest_at(run_dir, job.in_sweep)
-    log.info(next_steps(run_dir, attention=has_attention(cfg)))
-    log_result(run_dir, metrics, overfit_hint=cfg.logger.overfit_hint)
+    train_ds = batches(splits.train_texts, splits.train_labels, shuffle=True, part=part)
+    # Validation on every process: each feeds all of it in batches of batch_size / processes, so each global
+    # batch holds every text `processes` times, which leaves accuracy and mean loss unchanged.
+    val_ds = batches(splits.val_texts, splits.val_labels, False, batch_size=cfg.trainer.batch_size // part[1])
+    test_ds = batches(splits.test_texts, splits.test_labels, shuffle=False)
+    plan = plan_fit(cfg, train_ds, len(splits.train_texts))
+    with strategy.scope():
+        if hasattr(model, "adapt"):  # what a part learns from the training data before the fit (a bag's ratios)
+            model.adapt(batches(splits.train_texts, splits.train_labels, shuffle=False))
+        summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
+        compile_model(model, cfg, plan.total_steps)
+    write_text_atomic(run_dir / "model_summary.txt", summary)
+    log.info("model:\n" + summary)
+
+    # 4. fit, with the callbacks that keep the best weights, stop early, log attention, back up, and the config's.
+    if not record.done("trained"):
+        fit_stage(cfg, record, model, train_ds, val_ds, splits, preprocessor, plan, strategy)
+    local_copy = getattr(strategy, "local_copy", None)  # several processes: this one's copy of the weights
+    if local_copy is not None:
+        model = local_copy(model)
+        compile_model(model, cfg, plan.total_steps)
+
+    # 5. The test, once, on the best epoch's weights; then model.keras.
+    if (run_dir / BEST_WEIGHTS).exists():
+        model.load_weights(run_dir / BEST_WEIGHTS)
+    if not record.done("tested"):
+        test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
+        record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
+    if not record.done("saved"):
+        save_model_atomic(model, run_dir / MODEL_FILE)
+        record.finish_stage("saved")
+
+    # 6. metrics.json, written last: its presence means the run finished.
+    metrics = collect_metrics(cfg, record, model, splits)
+    write_json_atomic(run_dir / METRICS_FILE, metrics)
+    record.finish_stage("finished")
+    log_result(record, metrics, overfit_hint=cfg.logger.overfit_hint)
     return metrics
 
 
-def save_run_config(cfg: DictConfig, job: Job) -> None:
-    """``.hydra/config.yaml`` (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra).
+def check_activation(cfg: DictConfig) -> None:
+    """``model.backbone.activation`` names a Keras activation (asked of Keras, so only once it is loaded)."""
+    name = OmegaConf.select(cfg, "model.backbone.activation")
+    try:
+        keras.activations.get(name)
+    except ValueError:
+        raise ConfigError(
+            f"model.backbone.activation={name} is invalid: must be a Keras activation name such as gelu, relu, silu"
+        ) from None
 
-    Hydra is told not to write these itself (``hydra.output_subdir: null``), because it would do so before
-    the run directory's identity is checked: a refused re-run must leave the old run's record untouched.
-    """
-    hydra_dir = job.run_dir / ".hydra"
-    write_text_atomic(hydra_dir / "config.yaml", OmegaConf.to_yaml(cfg))
-    if job.hydra is not None:
-        write_text_atomic(hydra_dir / "hydra.yaml", OmegaConf.to_yaml({"hydra": job.hydra}))
-        write_text_atomic(hydra_dir / "overrides.yaml", OmegaConf.to_yaml(list(job.overrides)))
+
+def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
+    """``cfg`` with ``run_dir`` set (outside Hydra, a test or a notebook names it); the caller's stays as it was."""
+    if run_dir is None:
+        return cfg
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.run_dir = str(run_dir)
+    return cfg
+
+
+def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
+    """``.hydra/config.yaml`` (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra). Hydra is
+    told not to write these itself (``hydra.output_subdir: null``): it would, before the run directory's
+    identity is checked, and a refused run must leave the old run's record untouched."""
+    from hydra.core.hydra_config import HydraConfig
+
+    write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(cfg))
+    if HydraConfig.initialized():
+        hydra = HydraConfig.get()
+        write_text_atomic(run_dir / ".hydra" / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra}))
+        write_text_atomic(run_dir / ".hydra" / "overrides.yaml", OmegaConf.to_yaml(list(hydra.overrides.task)))
+
+
+@dataclasses.dataclass
+class FitPlan:
+    """How the classifier's ``fit`` walks the data: ``validations_per_epoch`` validations per pass over it."""
+
+    validations_per_epoch: int
+    epochs: int  # Keras epochs: passes x validations_per_epoch
+    steps_per_epoch: int
+
+    @property
+    def total_steps(self) -> int:
+        return self.epochs * self.steps_per_epoch
+
+
+def plan_fit(cfg: DictConfig, train_ds, texts: int) -> FitPlan:
+    """The schedule's length from the pipeline's exact batch count, so the learning rate reaches 0 where
+    training ends. Keras validates once per "epoch": with several validations, an epoch is part of a pass."""
+    validations = cfg.trainer.validations_per_epoch
+    batches = int(train_ds.cardinality())
+    if validations > batches:
+        raise ConfigError(
+            f"trainer.validations_per_epoch={validations} is invalid: one pass over {texts} training texts is "
+            f"{batches} batches of up to {cfg.trainer.batch_size}, so at most {batches} validations fit"
+        )
+    return FitPlan(validations, cfg.trainer.epochs * validations, math.ceil(batches / validations))
+
+
+def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int) -> WarmupCosine:
+    """A linear warm-up over ``warmup_fraction`` of ``total_steps``, then cosine decay to 0."""
+    warmup_steps = int(warmup_fraction * total_steps)
+    return WarmupCosine(peak=lr, warmup_steps=warmup_steps, decay_steps=total_steps - warmup_steps)
+
+
+def compile_model(model, cfg: DictConfig, total_steps: int) -> None:
+    """The configured optimizer on the warm-up + cosine schedule, the configured loss, accuracy."""
+    schedule = warmup_cosine(cfg.trainer.lr, cfg.trainer.warmup_fraction, total_steps)
+    model.compile(
+        optimizer=instantiate(cfg.optimizer)(learning_rate=schedule),
+        loss=instantiate(cfg.loss),
+        metrics=["accuracy"],
+        # trainer.jit_compile is TensorFlow's XLA switch; on JAX, not compiling means running op by op.
+        jit_compile=cfg.trainer.jit_compile or keras.backend.backend() == "jax",
+        steps_per_execution=cfg.trainer.steps_per_execution,
+    )
+    # The optimizer's slots and the metrics' counters now, not in the first traced step: tf.function traces a
+    # function that creates variables twice, so the train step would be traced twice per fit.
+    model.optimizer.build(model.trainable_variables)
+    classes = int(model.output_shape[-1])
+    model.compute_metrics(None, np.zeros((1,), "int32"), np.full((1, classes), 1.0 / classes, "float32"))
+    model.reset_metrics()
+
+
+def fit_stage(cfg, record: RunRecord, model, train_ds, val_ds, splits, preprocessor, plan: FitPlan, strategy):
+    """``fit`` with the best weights kept, early stopping, TensorBoard and the config's own callbacks
+    (``cfg.callbacks``); records the ``trained`` stage."""
+    run_dir = record.path
+    previous = previous_epochs(run_dir)
+    monitor = cfg.trainer.monitor
+    mode = "min" if monitor.endswith("loss") else "max"
+    # A bag of n-grams alone has no attention to log.
+    attention = cfg.logger.attention if encoder_blocks(model) else None
+    probes, labels = (list(attention.probe_texts), None) if attention and attention.probe_texts else ([], None)
+    if attention and not probes:
+        probes, labels = splits.val_texts[: attention.num_probes], splits.val_labels[: attention.num_probes]
+    before_csv = [
+        BestWeights(run_dir / BEST_WEIGHTS, monitor, mode, initial_best=best_of(previous, monitor)),
+        ResumedEarlyStopping(
+            previous,
+            monitor=monitor,
+            mode=mode,
+            patience=cfg.trainer.early_stopping_patience * plan.validations_per_epoch,
+            # No restore_best_weights: BestWeights keeps the best epoch on disk (it survives a resume). Patience
+            # counts from the end of the warm-up, while the learning rate is still rising.
+            start_from_epoch=int(cfg.trainer.warmup_fraction * plan.epochs),
+        ),
+        *(instantiate(callback) for callback in (cfg.callbacks or {}).values()),
+    ]
+    after_csv = tensorboard_callbacks(
+        cfg.logger,
+        run_dir / "tensorboard",
+        preprocessor,
+        probes,
+        label=run_label(),
+        labels=labels,
+        class_names=splits.class_names,
+        profile_batches=tuple(cfg.logger.profile_batches) or 0,  # (start, stop) batches, 0 = off
+        log_initial=not previous,  # step 0, the initial weights: once, by the fit that starts from them
+        local=getattr(strategy, "local", None),
+    )
+    fit = fit_resumably(
+        model, train_ds, run_dir, previous, before_csv=before_csv, after_csv=after_csv, validation_data=val_ds,
+        validations_per_epoch=plan.validations_per_epoch, epochs=plan.epochs, steps_per_epoch=plan.steps_per_epoch,
+    )  # fmt: skip
+    if not fit.finite:
+        raise UserError(diverged_message(cfg, fit.counter, run_dir / BEST_WEIGHTS, plan.validations_per_epoch))
+    reported = {k: v for callback in before_csv for k, v in getattr(callback, "run_results", {}).items()}
+    record.finish_stage("trained", **trained_results(run_dir, fit, plan, len(splits.train_texts), monitor), **reported)
+
+
+@dataclasses.dataclass
+class FitResult:
+    """What one process's ``fit`` of a stage left: Keras's history, the epoch counter, its seconds."""
+
+    history: keras.callbacks.History
+    counter: EpochCounter
+    seconds: float
+
+    @property
+    def finite(self) -> bool:
+        losses = self.history.history.get("loss", [])
+        return bool(losses) and all(np.isfinite(losses))
+
+
+def previous_epochs(stage_dir: Path) -> list[dict]:
+    """The ``history.csv`` rows of a stage being resumed, less those of an epoch cut off before its backup."""
+    return trim_history(stage_dir / "history.csv", backed_up_epochs(stage_dir / "backup"))
+
+
+def fit_resumably(
+    model, dataset, stage_dir: Path, previous, *, before_csv=(), after_csv=(), validation=True, epochs: int,
+    validations_per_epoch: int = 1, steps_per_epoch: int | None = None, **fit_args,
+) -> FitResult:  # fmt: skip
+    """``model.fit`` that a killed process resumes where it stopped, for the classifier and a stage before it:
+    epochs in ``stage_dir/history.csv``, the backup in ``stage_dir/backup``.
+
+    ``dataset`` is one pass over the data (reshuffled by tf.data at each pass); Keras reads it as one stream
+    of passes. A resumed fit skips the batches the epochs already trained took, so every later epoch sees the
+    batches, in the order, that the fit never killed saw; the backup restores the weights, the optimizer and
+    the dropout's random state. The callbacks run in this order: the epoch counter, ``TerminateOnNaN``,
+    ``before_csv``, the CSV logger, ``after_csv``, the backup last: an epoch is backed up only once everything
+    above has recorded it."""
+    history_csv = stage_dir / "history.csv"
+    offset = float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0
+    counter = EpochCounter(validations_per_epoch=validations_per_epoch, elapsed_offset=offset)
+    backup = ResumableBackup(stage_dir / "backup", history_csv)
+    callbacks = [
+        counter,
+        keras.callbacks.TerminateOnNaN(),
+        *before_csv,
+        HistoryCSVLogger(history_csv, counter, validation=validation, append=True),
+        *after_csv,
+        backup,
+    ]
+    steps_per_epoch = steps_per_epoch or int(dataset.cardinality())
+    done = backup.restore(model)  # before fit: how far into the stream the fit starts
+    start = time.perf_counter()
+    history = model.fit(
+        # The i-th pass is tf.data's i-th reshuffle with the seed in this process too: skipping (not training
+        # on) the passes already trained reproduces the order a fit never killed would see.
+        dataset.repeat().skip(done * steps_per_epoch),
+        callbacks=callbacks,
+        shuffle=False,  # tf.data reshuffles every pass with the seed
+        verbose="auto" if sys.stdout.isatty() else 2,  # one line per epoch in logs
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        **fit_args,
+    )
+    return FitResult(history, counter, time.perf_counter() - start)
+
+
+def trained_results(run_dir: Path, fit: FitResult, plan: FitPlan, train_texts: int, monitor: str) -> dict:
+    """What the ``trained`` stage records, in passes over the training data: from ``history.csv`` (every epoch,
+    across resumes) and this process's fit. The best epoch is the one ``monitor`` picked (BestWeights kept it),
+    and ``best_val_accuracy`` is that epoch's."""
+    rows = read_history(run_dir / "history.csv")
+    best = best_row(rows, monitor) if rows else None
+    kept = rows[best - 1] if best else {}
+    epochs_run = (max(int(r["epoch"]) for r in rows) if rows else fit.counter.last_epoch) / plan.validations_per_epoch
+    passes_now = len(fit.history.history["loss"]) / plan.validations_per_epoch  # in this process
+    return dict(
+        epochs_run=_epochs(epochs_run),
+        monitor=monitor,
+        best_val_accuracy=float(kept["val_accuracy"]) if kept.get("val_accuracy") else None,
+        best_epoch=_epochs(best / plan.validations_per_epoch) if best else None,
+        stopped_early=bool(epochs_run < plan.epochs / plan.validations_per_epoch),
+        last_train_accuracy=float(rows[-1]["accuracy"]) if rows and rows[-1].get("accuracy") else None,
+        train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
+        train_examples_per_second=round(train_texts * passes_now / max(fit.seconds, 1e-9), 1),
+    )
+
+
+def _epochs(value: float):
+    return int(value) if float(value).is_integer() else round(value, 3)
+
+
+def monitor_mode(monitor: str) -> str:
+    return "min" if monitor.endswith("loss") else "max"
+
+
+def best_row(rows: list[dict], monitor: str) -> int:
+    """1-based number of the first row with the best ``monitor`` (the epoch BestWeights kept)."""
+    sign = -1.0 if monitor_mode(monitor) == "min" else 1.0
+    values = [sign * float(r[monitor]) if r.get(monitor) not in (None, "") else float("-inf") for r in rows]
+    return values.index(max(values)) + 1
+
+
+def best_of(rows: list[dict], monitor: str):
+    values = [float(r[monitor]) for r in rows if r.get(monitor) not in (None, "")]
+    return (min if monitor_mode(monitor) == "min" else max)(values) if values else None
+
+
+def diverged_message(cfg: DictConfig, counter: EpochCounter, best_weights: Path, validations_per_epoch: int) -> str:
+    """The one line a diverged run ends with: the epoch, and what (if anything) is kept."""
+    epoch = math.ceil((counter.diverged_epoch or counter.last_epoch + 1) / validations_per_epoch)
+    if best_weights.exists():
+        kept = f"the best epoch with finite weights is kept in {best_weights}"
+    else:
+        kept = "no epoch ended with finite weights, so no checkpoint is kept"
+    return (
+        f"training diverged: loss became NaN/inf in epoch {epoch} of {cfg.trainer.epochs} with "
+        f"lr={cfg.trainer.lr}; {kept} and no test result is recorded; try a smaller lr"
+    )
+
+
+def save_model_atomic(model, path: Path) -> None:
+    """``model.save`` without the optimizer (resuming reads ``backup/``, never this file, and the optimizer's
+    state is two thirds of the file), to a temporary name, then renamed: a kill mid-save never leaves a broken
+    model.keras. Keras's save has no switch to leave the optimizer out: an uncompiled twin is saved."""
+    with replaced_atomically(path) as tmp:
+        uncompiled_copy(model).save(tmp)
+
+
+def collect_metrics(cfg: DictConfig, record: RunRecord, model, splits) -> dict:
+    """``metrics.json``: what the finished stages recorded, and what the run was."""
+    majority = int(np.bincount(np.asarray(splits.train_labels)).argmax())  # what a model that learned nothing says
+    return {
+        **record.results,
+        "params": int(model.count_params()),
+        "dataset": splits.name,
+        "num_classes": splits.num_classes,
+        "class_names": splits.class_names,
+        "train_examples": len(splits.train_texts),
+        "val_examples": len(splits.val_texts),
+        "test_examples": len(splits.test_texts),
+        "majority_val_accuracy": float(np.mean(np.asarray(splits.val_labels) == majority)),
+        "majority_test_accuracy": float(np.mean(np.asarray(splits.test_labels) == majority)),
+        "data_fingerprint": splits.fingerprints(),  # evaluate.py warns when the splits differ from these
+        "hparams": hparams_of(cfg),
+    }
+
+
+def run_label() -> str:
+    """How TensorBoard's Attention tab lists this run: the values typed on the command line (empty outside Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    overrides = [str(o) for o in HydraConfig.get().overrides.task]
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    return " ".join(o for o, key in zip(overrides, keys) if key in SHORTCUTS or key == "seed" or key.startswith("model."))
+
+
+def encoder_blocks_configured(record: RunRecord) -> bool:
+    return (record.identity.get("config") or {}).get("model", {}).get("backbone") is not None
+
+
+def already_finished(record: RunRecord) -> dict:
+    import json
+
+    metrics = json.loads((record.path / METRICS_FILE).read_text())
+    log_result(record, metrics, finished_before=True)
+    return metrics
+
+
+def log_result(record: RunRecord, metrics: dict, finished_before: bool = False, overfit_hint: bool = True) -> None:
+    """The run's last lines: where it is, its test accuracy, which epoch was tested and why training stopped."""
+    if not finished_before:
+        where = shlex.quote(str(record.path))
+        steps = [f"python scripts/evaluate.py {where}", f"tensorboard --logdir {where}"]
+        if encoder_blocks_configured(record):
+            steps.insert(1, f'python scripts/inspect_attention.py {where} "a sentence of your own"')
+        log.info("next:\n  " + "\n  ".join(steps))
+    done = " (already finished; nothing was changed)" if finished_before else ""
+    seconds = "" if finished_before else f", {metrics['train_seconds']:.1f}s"
+    epochs = metrics["epochs_run"]
+    log.info(f"run dir: {record.path}{done}")
+    log.info(
+        f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
+        f"{epochs} epoch{'' if epochs == 1 else 's'}{seconds})"
+    )
+    monitor = metrics["monitor"].replace("_", " ")
+    line = f"tested epoch {metrics['best_epoch']}'s weights (the best {monitor})"
+    planned = metrics["hparams"]["epochs"]
+    if metrics["stopped_early"]:
+        line += (
+            f"; early stopping ended training after epoch {epochs} of {planned}: {monitor} had not improved for "
+            "trainer.early_stopping_patience epochs"
+        )
+    else:
+        line += f"; trained all {planned} epochs" if planned > 1 else "; trained its one epoch"
+    train_acc = metrics["last_train_accuracy"]
+    if overfit_hint and train_acc is not None and train_acc - metrics["best_val_accuracy"] > 0.1:
+        line += f"; training accuracy {train_acc:.2f} ran ahead of validation: the model overfits (try more dropout)"
+    log.info(line)
+

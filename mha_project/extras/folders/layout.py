@@ -12,10 +12,9 @@ from mha_project.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def check_folder_config(cfg) -> None:
-    if cfg.data.name != "folder":
-        return
-    path = cfg.data.path
+def check_folder_config(data) -> None:
+    """``data.path`` is a folder dataset (the ``data`` node's check: ``config.py``)."""
+    path = data.path
     if not path:
         raise ConfigError("data=folder needs data.path=DIR (DIR/train/<class>/*.txt and DIR/test/<class>/*.txt)")
     if not os.path.isdir(path):

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from mha_project.data.sources import transcode
+from mha_project.data.sources import TextData
+from mha_project.data.texts import transcode
 from mha_project.errors import ConfigError
 from mha_project.extras.folders.layout import check_folder_dataset
 
@@ -104,3 +105,18 @@ def load_unlabeled(data_cfg) -> TextFiles:
             "(the unlabeled texts of the aclImdb layout)"
         )
     return TextFiles(paths)
+
+
+class FolderData(TextData):
+    """``data=folder data.path=DIR``: DIR/train/<class>/*.txt and DIR/test/<class>/*.txt (the aclImdb layout), the
+    texts left on disk; DIR/train/unsup/*.txt are its unlabeled texts. The other arguments are ``TextData``'s."""
+
+    def __init__(self, path: str, **common):
+        super().__init__(**common)
+        self.path = path
+
+    def load(self, seed: int):
+        return load_folder_splits(self)
+
+    def unlabeled(self):
+        return load_unlabeled(self)

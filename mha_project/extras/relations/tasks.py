@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mha_project.data.sources import TextData
+from mha_project.extras.relations.config import PROBES
+
 NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven")
 LENGTH = 16  # words per text of the number tasks
 
@@ -119,19 +122,19 @@ TASKS = {
         marker,
         ("different", "same"),
         marker_links,
-        ["one five two four is four six zero seven three", "one five two four is six six zero seven three"],
+        PROBES["marker"],
     ),
     "successor": (
         successor,
         ("no", "yes"),
         marker_links,
-        ["six one zero two then three five seven four", "six one zero three then two five seven four"],
+        PROBES["successor"],
     ),
     "negation": (
         negation,
         ("negative", "positive"),
         negation_links,
-        ["the soup was not really bad today", "the soup was also really bad today"],
+        PROBES["negation"],
     ),
 }
 
@@ -143,3 +146,23 @@ def generate(task: str, train_examples: int, test_examples: int, seed: int):
     train = make(train_examples, rng)
     test = make(test_examples, rng)
     return train, test, list(classes)
+
+
+class RelationsData(TextData):
+    """``data=relations``: the seeded texts of ``task`` (``examples`` to train on, ``test_examples`` to test),
+    generated in memory; :meth:`relation_links` gives the rule's positions (``head_patterns.py``)."""
+
+    def __init__(self, task: str, examples: int, test_examples: int, **common):
+        super().__init__(**common)
+        self.task, self.examples, self.test_examples = task, examples, test_examples
+
+    def load(self, seed: int):
+        return generate(self.task, self.examples, self.test_examples, seed)
+
+    def relation_links(self):
+        """``links(words) -> {relation: [(query position, key position), ...]}`` of this task's rule."""
+        return TASKS[self.task][2]
+
+    def probes(self) -> list[str]:
+        """Two texts that differ where the task's relation is decided."""
+        return list(PROBES[self.task])

@@ -1,7 +1,6 @@
 """Rotary positions (RoFormer): queries and keys rotated by position inside attention
-(``model.position_encoding=rotary``), so attention scores depend on relative positions only.
-
-Keras classes: imported when Keras is (``keras_module`` in this extra's ``__init__``)."""
+(``model/backbone=rotary``), so attention scores depend on relative positions only. The Keras classes register
+when this module is imported: a run's config names it (``_target_``), and the run's reader imports it."""
 
 from __future__ import annotations
 
@@ -9,6 +8,8 @@ import keras
 from keras import layers, ops
 
 from mha_project.model import PACKAGE
+from mha_project.model.backbone import EncoderBackbone
+from mha_project.model.layers import EncoderBlock
 
 
 def rotate_positions(x, max_wavelength: float = 10000.0):
@@ -67,3 +68,25 @@ class RotaryMultiHeadAttention(layers.MultiHeadAttention):
         return super()._compute_attention(
             rotate_positions(query), rotate_positions(key), value, attention_mask, training, *args, **kwargs
         )
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class RotaryEncoderBlock(EncoderBlock):
+    """An :class:`EncoderBlock` whose attention is :class:`RotaryMultiHeadAttention`."""
+
+    attention_class = RotaryMultiHeadAttention
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class RotaryEncoderBackbone(EncoderBackbone):
+    """An :class:`EncoderBackbone` with no learned position table: its blocks rotate queries and keys by position.
+
+    Example:
+    >>> backbone = RotaryEncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
+    ...                                  key_dim=4, ff_dim=16)
+    >>> backbone.embedding.position_embedding is None, type(backbone.blocks[0].attention).__name__
+    (True, 'RotaryMultiHeadAttention')
+    """
+
+    block_class = RotaryEncoderBlock
+    learned_positions = False

@@ -14,7 +14,7 @@ import yaml
 
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.plots import plt, save_figure
-from mha_project.cli import cell, markdown, shown
+from mha_project.extras.sweep_report.tables import cell, markdown, shown
 from mha_project.errors import UserError
 from mha_project.extending import SWEEP_REPORT_SECTIONS
 

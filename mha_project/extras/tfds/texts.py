@@ -11,7 +11,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from mha_project.data.sources import transcode
+from mha_project.data.sources import TextData
+from mha_project.data.texts import transcode
 from mha_project.errors import ConfigError
 from mha_project.quiet import loggers_at
 
@@ -141,3 +142,20 @@ def check_download_possible(tfds_name: str, data_name: str, timeout: float = 5.0
             f"data={data_name}: cannot download TFDS '{tfds_name}' (no connection to {host}: "
             f"{err.strerror or err}); {OFFLINE_OPTIONS}"
         ) from None
+
+
+class TfdsData(TextData):
+    """``data=imdb`` / ``data=ag_news``: a TensorFlow Datasets text dataset (``tfds_name``), downloaded once or read
+    from a prepared ``data_dir``; IMDB's ``unsupervised`` split is its unlabeled texts."""
+
+    def __init__(self, tfds_name: str, data_dir=None, download: bool = True, **common):
+        super().__init__(**common)
+        self.tfds_name, self.data_dir, self.download = tfds_name, data_dir, download
+
+    def load(self, seed: int):
+        return load_tfds_splits(self)
+
+    def unlabeled(self):
+        if self.tfds_name != "imdb_reviews":
+            return super().unlabeled()
+        return load_unlabeled(self)

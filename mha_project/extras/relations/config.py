@@ -1,0 +1,42 @@
+"""``data=relations``' settings (``RelationsData``'s arguments) and their checks, and the resolvers its config uses;
+no NumPy, no TensorFlow."""
+
+from dataclasses import dataclass
+
+from omegaconf import OmegaConf
+
+from mha_project.config import DataConfig, checked, one_of, positive_int, store
+from mha_project.errors import ConfigError
+
+# Per task (tasks.TASKS), two texts that differ where its relation is decided: the runs' attention probes.
+PROBES = {
+    "marker": ["one five two four is four six zero seven three", "one five two four is six six zero seven three"],
+    "successor": ["six one zero two then three five seven four", "six one zero three then two five seven four"],
+    "negation": ["the soup was not really bad today", "the soup was also really bad today"],
+}
+TASK_NAMES = tuple(PROBES)
+
+
+@dataclass
+class RelationsDataConfig(DataConfig):
+    task: str = checked(lambda v: v in TASK_NAMES, one_of(TASK_NAMES))
+    examples: int = checked(positive_int, "an integer >= 1")
+    test_examples: int = checked(positive_int, "an integer >= 1")
+
+
+store("data", "relations_schema", RelationsDataConfig)
+
+
+def per_head(width: int, heads: int) -> int:
+    """``${per_head:64,${heads}}``: each head's key_dim when ``heads`` heads share a width of ``width``."""
+    if heads < 1 or width % heads:
+        raise ConfigError(
+            f"heads={heads} does not divide the attention width {width}: choose one of "
+            + ", ".join(str(h) for h in range(1, width + 1) if width % h == 0)
+        )
+    return width // heads
+
+
+# Resolvers (OmegaConf's own mechanism for computed values) for configs/data/relations.yaml.
+OmegaConf.register_new_resolver("per_head", per_head, replace=True)
+OmegaConf.register_new_resolver("relations_probes", lambda task: list(PROBES.get(task, [])), replace=True)
