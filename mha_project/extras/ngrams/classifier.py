@@ -1,6 +1,6 @@
-"""The wide-and-deep classifier: the core's encoder head and a bag of n-grams (``layers.py``), their logits
-added before the softmax (or a sigmoid per class, one-vs-rest); how ``model.ngram_*`` builds it, readies it
-and gives its bag a learning rate."""
+"""The wide-and-deep classifier (``model=wide_deep``): the core's encoder head and a bag of n-grams
+(``layers.py``), their logits added before the softmax (or a sigmoid per class, one-vs-rest, trained with
+:class:`OneVsRestCrossentropy`: ``loss=one_vs_rest``); the bag's own learning rate (:func:`bag_optimizer`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import numpy as np  # noqa: F401  (the examples)
 import tensorflow as tf
 from keras import layers, ops
 
-from mha_project.extras.ngrams.layers import BagOfNgrams, LinearNgramLayer, NaiveBayesNgrams, NgramLayer, TfidfNgrams
+from mha_project.config import POOLINGS
+from mha_project.extras.ngrams.layers import BagOfNgrams, LinearNgramLayer, NgramLayer
 from mha_project.extras.ngrams.options import NGRAM_OBJECTIVES
-from mha_project.model import PACKAGE, POOLINGS
+from mha_project.model import PACKAGE
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.classifier import encoder_head
 
@@ -45,8 +46,9 @@ class WideAndDeepClassifier(keras.Model):
     attention at all; ``token_ids`` is still an input, unread, so that every run's data feeds every model).
 
     Its input is ``{"token_ids", "ngrams"}``: the encoder's ids, truncated, and the bag's features of the raw
-    text, which :meth:`text_inputs` makes (the pipeline, the SavedModel and the analysis
-    tools call it).
+    text, which :meth:`text_inputs` makes (the pipeline, the SavedModel and the analysis tools call it).
+    ``ngram_branch`` is the bag: a layer, or what makes one from the class count (``ngram_branch(num_classes)``:
+    a config's ``_partial_`` node).
 
     Example:
     >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
@@ -64,11 +66,13 @@ class WideAndDeepClassifier(keras.Model):
         pooling: str = "mean",
         dropout=0.1,
         *,
-        ngram_branch: NgramLayer,
+        ngram_branch,
         encoder_logit_dropout: float = 0.0,
         objective: str = "softmax",
         **kwargs,
     ):
+        if not isinstance(ngram_branch, NgramLayer):
+            ngram_branch = ngram_branch(num_classes=num_classes, name="ngram_branch")
         if pooling not in POOLINGS:
             raise ValueError(f"pooling={pooling!r} is invalid: must be one of {', '.join(POOLINGS)}")
         if objective not in NGRAM_OBJECTIVES:
@@ -101,6 +105,11 @@ class WideAndDeepClassifier(keras.Model):
         self.encoder_logit_dropout = encoder_logit_dropout
         self.objective = objective
 
+    def adapt(self, batches) -> None:
+        """A linear bag's feature weights (naive-Bayes ratios, idf), from the training split's batches."""
+        if isinstance(self.ngram_branch, LinearNgramLayer):
+            self.ngram_branch.adapt(batches.as_numpy_iterator())
+
     def text_inputs(self, texts) -> dict:
         """The bag's inputs for ``texts`` (a string tensor, or a list of strings: then numpy arrays)."""
         if tf.is_tensor(texts):
@@ -129,56 +138,16 @@ class WideAndDeepClassifier(keras.Model):
         return cls(**config)
 
 
-def build_wide_and_deep(model_cfg, vocab_size: int, num_classes: int, backbone=None, dtype=None):
-    """The classifier with ``model.ngram_branch`` beside the encoder (``bigram``) or alone (``bigram_alone``);
-    None for ``model.ngram_branch=none`` (the core's classifier)."""
-    branch = model_cfg.get("ngram_branch", "none")
-    if branch == "none":
-        return None
-    # The weighting picks the bag and its one setting of its own; the rest they share.
-    bag, own = {
-        "none": (BagOfNgrams, {"dim": model_cfg.ngram_dim}),
-        "nb": (NaiveBayesNgrams, {"c": model_cfg.ngram_c}),
-        "tfidf": (TfidfNgrams, {"c": model_cfg.ngram_c}),
-    }[model_cfg.ngram_weighting]
-    ngrams = bag(num_classes, model_cfg.ngram_features, model_cfg.ngram_max_n, dtype=dtype, name="ngram_branch", **own)
-    if branch == "bigram_alone":
-        backbone = None
-    elif backbone is None:
-        backbone = EncoderBackbone.from_model_config(model_cfg, vocab_size, dtype=dtype)
-    return WideAndDeepClassifier(
-        backbone,
-        num_classes,
-        pooling=model_cfg.pooling,
-        dropout=model_cfg.dropout,
-        ngram_branch=ngrams,
-        encoder_logit_dropout=model_cfg.encoder_logit_dropout,
-        objective=model_cfg.ngram_objective,
-        dtype=dtype,
-        name="mha_classifier",
-    )
-
-
-def adapt_bag(cfg, model, inputs) -> None:
-    """A linear bag's feature weights (naive-Bayes ratios, idf), from the training split (all of it, on every
-    process)."""
-    # Imported here: this module registers Keras classes when Keras loads, which may be while data.pipeline loads.
-    from mha_project.data.pipeline import pipeline_from_cfg
-
-    if isinstance(getattr(model, "ngram_branch", None), LinearNgramLayer):
-        data = inputs.data
-        train = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, inputs.preprocessor, shuffle=False)
-        model.ngram_branch.adapt(train.as_numpy_iterator())
-
-
-def bag_optimizer(model, trainer_cfg, adamw):
-    """With ``trainer.ngram_lr``, the bag gets its own AdamW peaking there (``keras.optimizers.MultiOptimizer``):
-    a bag of n-grams learns at several times the rate that suits the encoder, and one shared rate leaves one of
-    the two off its best."""
-    ngram_lr = trainer_cfg.get("ngram_lr")
-    if ngram_lr is None or getattr(model, "ngram_branch", None) is None:
-        return None
-    branch = f"{model.ngram_branch.name}/.*"  # its variables' paths: ngram_branch/ngram_embedding/embeddings, ...
+def bag_optimizer(learning_rate, ngram_lr: float | None = None, **adamw):
+    """AdamW on ``learning_rate``; with ``ngram_lr``, the bag (the variables under ``ngram_branch/``) gets its own
+    AdamW on the same schedule peaking there (``keras.optimizers.MultiOptimizer``): a bag of n-grams learns at
+    several times the rate that suits the encoder, and one shared rate leaves one of the two off its best."""
+    if ngram_lr is None:
+        return keras.optimizers.AdamW(learning_rate=learning_rate, **adamw)
+    bag_schedule = type(learning_rate).from_config({**learning_rate.get_config(), "peak": ngram_lr})
     return keras.optimizers.MultiOptimizer(
-        keras.optimizers.OptimizerMap(adamw(trainer_cfg.lr), {branch: adamw(ngram_lr)})
+        keras.optimizers.OptimizerMap(
+            keras.optimizers.AdamW(learning_rate=learning_rate, **adamw),
+            {"ngram_branch/.*": keras.optimizers.AdamW(learning_rate=bag_schedule, **adamw)},
+        )
     )

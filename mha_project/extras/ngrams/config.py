@@ -1,0 +1,84 @@
+"""The wide-and-deep classifier's settings (``model=wide_deep``: ``WideAndDeepClassifier``'s arguments, its bag's
+in ``model/ngram_branch``) and the bag's learning rate (``optimizer=wide_deep``), with their checks; no TensorFlow."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from mha_project.config import AdamWConfig, ClassifierConfig, checked, one_of, optional, positive_int, store
+from mha_project.errors import ConfigError
+from mha_project.extras.ngrams.options import NGRAM_OBJECTIVES
+
+ONE_VS_REST_LOSS = "mha_project.extras.ngrams.classifier.OneVsRestCrossentropy"
+
+
+@dataclass
+class NgramBranchConfig:
+    """A bag's arguments (``layers.py``) but the class count, which the classifier gives it (``_partial_``)."""
+
+    _target_: str = MISSING
+    _partial_: bool = MISSING
+    features: int = checked(lambda v: positive_int(v) and v >= 2, "an integer >= 2")
+    max_n: int = checked(lambda v: v in (1, 2, 3), "1, 2 or 3")
+    dtype: str = MISSING
+
+
+@dataclass
+class LinearBagConfig(NgramBranchConfig):
+    """``NaiveBayesNgrams`` / ``TfidfNgrams``: a linear layer penalised as scikit-learn's LogisticRegression(C)."""
+
+    c: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
+
+
+@dataclass
+class MeanBagConfig(NgramBranchConfig):
+    """``BagOfNgrams``: fastText's mean embedding of the hashed n-grams, ``dim`` wide."""
+
+    dim: int = checked(positive_int, "an integer >= 1")
+
+
+@dataclass
+class WideAndDeepConfig(ClassifierConfig):
+    ngram_branch: Any = MISSING
+    encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+    objective: str = checked(lambda v: v in NGRAM_OBJECTIVES, one_of(NGRAM_OBJECTIVES))
+
+    @staticmethod
+    def check(model, cfg) -> None:
+        if model.backbone is not None:
+            ClassifierConfig.check(model, cfg)
+        bag = model.ngram_branch
+        # The bag's table, its gradient and AdamW's two moments, float32, known before anything loads; the linear
+        # bags: one scale, one weight, its gradient and two moments per (feature, class), for up to 5 classes
+        # before the data says how many.
+        width = 5 * 5 if "c" in bag else bag.dim
+        need = 4 * 4 * bag.features * width
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if need > have:
+            raise ConfigError(
+                f"model.ngram_branch.features={bag.features} is invalid here: its table (with its gradient and "
+                f"optimizer state) would need about {need / 2**30:,.0f} GiB against this machine's "
+                f"{have / 2**30:,.0f} GiB; lower model.ngram_branch.features (default 1048576)"
+            )
+        one_vs_rest_loss = cfg.loss.get("_target_") == ONE_VS_REST_LOSS
+        if (model.objective == "one_vs_rest") != one_vs_rest_loss:
+            raise ConfigError(
+                f"model.objective={model.objective} is invalid with loss={cfg.loss.get('_target_')}: a sigmoid per "
+                "class trains with loss=one_vs_rest, one softmax with the cross-entropy (loss=cross_entropy)"
+            )
+
+
+@dataclass
+class BagOptimizerConfig(AdamWConfig):
+    ngram_lr: Optional[float] = checked(optional(lambda v: math.isfinite(v) and v > 0), "null or a number > 0")
+
+
+store("model", "wide_deep_schema", WideAndDeepConfig)
+store("model/ngram_branch", "linear_bag_schema", LinearBagConfig)
+store("model/ngram_branch", "mean_bag_schema", MeanBagConfig)
+store("optimizer", "bag_optimizer_schema", BagOptimizerConfig)
