@@ -20,7 +20,7 @@
 
 ``--max-n 3`` gives both linear anchors trigrams too (``ngram_range=(1, 3)``, as the bag's ``model.ngram_max_n=3``).
 
-The arguments are scripts/train.py overrides: the splits are ``load_dataset(cfg.data, cfg.seed)``'s.
+The arguments are scripts/train.py overrides: the splits are ``instantiate(cfg.data).splits(cfg.seed)``'s.
 Prints one JSON object: test accuracy and seconds per anchor.
 """
 
@@ -42,7 +42,6 @@ def compose(overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    import mha_project.extras  # noqa: F401  (the extras' datasets and settings: data=table, data=relations)
     from mha_project.config import register_configs
 
     register_configs()  # the typed schema the root config's defaults list names
@@ -196,9 +195,9 @@ def main() -> None:
     from mha_project.quiet import import_tensorflow_quietly
 
     import_tensorflow_quietly()  # as the entry points do: Keras loads (and the project registers) first
-    from mha_project.data.sources import load_dataset
+    from hydra.utils import instantiate
 
-    data = load_dataset(cfg.data, cfg.seed)
+    data = instantiate(cfg.data).splits(cfg.seed)
     results = {"dataset": data.name, "seed": int(cfg.seed), "train": len(data.train_texts), "max_n": max_n}
     results["test"] = len(data.test_texts)
     results |= tfidf_logistic_regression(data, max_n)

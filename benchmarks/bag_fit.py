@@ -104,10 +104,11 @@ def main() -> None:
     args, overrides = parser.parse_known_args()
     cfg = compose(overrides)
 
-    from mha_project.data.sources import load_dataset
+    from hydra.utils import instantiate
+
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
-    data = load_dataset(cfg.data, cfg.seed)
+    data = instantiate(cfg.data).splits(cfg.seed)
     max_n = cfg.model.ngram_max_n
     train_ngrams, y = bag_ngrams(data.train_texts, max_n), np.asarray(data.train_labels)
     bag = NaiveBayesNgrams(data.num_classes, cfg.model.ngram_features, max_n)  # the model's features and ratios

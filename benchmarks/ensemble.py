@@ -26,14 +26,15 @@ def probabilities(run, texts, batch: int = 500) -> np.ndarray:
 def main() -> None:
     if len(sys.argv) != 3:
         sys.exit("usage: python benchmarks/ensemble.py RUN_A RUN_B")
+    from hydra.utils import instantiate
+
     from mha_project.analysis.runs import load_run
-    from mha_project.data.sources import load_dataset
 
     runs = [load_run(path) for path in sys.argv[1:]]
     splits = [run.metrics.get("data_fingerprint", {}).get("test") for run in runs]
     if None in splits or splits[0] != splits[1]:
         sys.exit(f"error: the two runs' recorded test splits differ or are missing ({splits[0]} vs {splits[1]})")
-    data = load_dataset(runs[0].cfg.data, runs[0].cfg.seed)
+    data = instantiate(runs[0].cfg.data).splits(runs[0].cfg.seed)
     texts, labels = list(data.test_texts), np.asarray(data.test_labels)
     a, b = (probabilities(run, texts) for run in runs)
 

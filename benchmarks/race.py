@@ -8,14 +8,14 @@ import time
 
 import keras
 import numpy as np
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from benchmarks import expected_end_of_data
 from benchmarks.keras_io_recipe import RECIPE, RECIPE_EPOCHS, keras_io_recipe_model, recipe_arrays
-from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries, pipeline_from_cfg, pipeline_from_token_ids
-from mha_project.data.sources import load_dataset
+from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries, pipeline_from_token_ids
 from mha_project.data.vocabulary import make_vectorizer
-from mha_project.model.classifier import build_classifier
-from mha_project.training.fitting import compile_classifier, expected_end_of_data
+from mha_project.training.train import build_model, compile_model
 
 
 def run_time_to_accuracy(
@@ -31,7 +31,7 @@ def run_time_to_accuracy(
     speed flips by 2x within a minute, so one run's ratio depends on which side's rounds landed in
     the slow phase; the median of a few repeats in one process is the figure to quote.
     """
-    data = load_dataset(cfg.data, cfg.seed)
+    data = instantiate(cfg.data).splits(cfg.seed)
     # Tokenising is done once for each side, before any clock starts.
     recipe_vectorizer = make_vectorizer(data.train_texts, RECIPE["vocab_size"])
     full = 10**9  # the recipe keeps each review whole until pad_sequences cuts it
@@ -40,11 +40,15 @@ def run_time_to_accuracy(
         for split, texts in (("train", data.train_texts), ("val", data.val_texts), ("test", data.test_texts))
     }
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
-    preprocessor = TextPreprocessor.of_run(cfg.data, vectorizer)
+    preprocessor = TextPreprocessor(vectorizer, cfg.data.seq_len, cfg.data.truncation)
     project_inputs = {
         "train": preprocessor.encode(data.train_texts),
-        "val": pipeline_from_cfg(cfg, data.val_texts, data.val_labels, preprocessor, shuffle=False),
-        "test": pipeline_from_cfg(cfg, data.test_texts, data.test_labels, preprocessor, shuffle=False),
+        "val": instantiate(cfg.data).pipeline(
+            data.val_texts, data.val_labels, preprocessor, cfg.trainer.batch_size, cfg.seed, shuffle=False
+        ),
+        "test": instantiate(cfg.data).pipeline(
+            data.test_texts, data.test_labels, preprocessor, cfg.trainer.batch_size, cfg.seed, shuffle=False
+        ),
     }
     runs = [
         _race_to_accuracy(cfg, data, recipe_inputs, project_inputs, vectorizer, target, round_fraction, max_rounds)
@@ -90,11 +94,11 @@ def _race_to_accuracy(cfg, data, recipe_inputs, project_inputs, vectorizer, targ
     keras.mixed_precision.set_global_policy("float32")
     model_a = keras_io_recipe_model(data.num_classes)
     keras.mixed_precision.set_global_policy(cfg.trainer.precision)
-    model_b = build_classifier(cfg.model, vectorizer.vocabulary_size(), data.num_classes)
+    model_b = build_model(cfg, vectorizer.vocabulary_size(), data.num_classes)
     # Batches per epoch for the schedule: one partial batch per length bucket in every round.
     buckets = len(bucket_boundaries(seq_len, cfg.data.get("bucket_width"))) if cfg.data.bucketing else 1
     batches_per_epoch = math.ceil(n / cfg.trainer.batch_size) + rounds_per_epoch * buckets
-    compile_classifier(model_b, cfg.trainer, total_steps=batches_per_epoch * int(cfg.trainer.epochs))
+    compile_model(model_b, cfg, total_steps=batches_per_epoch * int(cfg.trainer.epochs))
 
     limit_a = RECIPE_EPOCHS * rounds_per_epoch
     limit_b = int(cfg.trainer.epochs) * rounds_per_epoch

@@ -19,8 +19,6 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-import mha_project.extras  # noqa: F401  (the resolvers mha_project/extras/relations/configs/data/relations.yaml uses)
-
 
 def job_rows(sweep: Path):
     for job in sorted(p for p in sweep.iterdir() if (p / "metrics.json").is_file()):

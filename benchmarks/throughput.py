@@ -17,13 +17,13 @@ import time
 
 import keras
 import numpy as np
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries, pipeline_from_cfg
-from mha_project.data.sources import load_dataset
+from benchmarks import expected_end_of_data
+from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries
 from mha_project.data.vocabulary import make_vectorizer
-from mha_project.model.classifier import build_classifier
-from mha_project.training.fitting import compile_classifier, expected_end_of_data
+from mha_project.training.train import build_model, compile_model
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -60,7 +60,6 @@ def _epoch_seconds(model, *args, **kwargs) -> float:
     return time.perf_counter() - start
 
 
-@expected_end_of_data()  # scoped, as in train(): the caller's warning filters are left as they were
 def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> dict:
     """Time ``timed_epochs`` rounds; each round is one epoch of (a), of (b), then of each variant.
 
@@ -70,12 +69,12 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     Interleaving matters on a shared CPU: speed drifts by 2x within minutes here, and timing all of (a)
     and then all of (b) would turn that drift into a fake ratio. The fastest round of each is reported.
     """
-    data = load_dataset(cfg.data, cfg.seed)
+    data = instantiate(cfg.data).splits(cfg.seed)
     vectorizer = make_vectorizer(data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=cfg.seed)
     vocab_size = vectorizer.vocabulary_size()
     seq_len, batch_size = cfg.data.seq_len, cfg.trainer.batch_size
     # (a) holds every text's ids, as keras.io does: the tokens (b) reads (data.truncation)
-    rows = TextPreprocessor.of_run(cfg.data, vectorizer).encode(data.train_texts)
+    rows = TextPreprocessor(vectorizer, cfg.data.seq_len, cfg.data.truncation).encode(data.train_texts)
     lengths = np.array([len(r) for r in rows])
     if cfg.data.bucketing:
         padded = padded_lengths(lengths, seq_len, cfg.data.get("bucket_width"))
@@ -86,7 +85,7 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
     keras.mixed_precision.set_global_policy("float32")
     keras.utils.set_random_seed(cfg.seed)
     x = keras.utils.pad_sequences([list(r) for r in rows], maxlen=seq_len, padding="post").astype("int32")
-    model_a = build_classifier(cfg.model, vocab_size, data.num_classes)
+    model_a = build_model(cfg, vocab_size, data.num_classes)
     _compile(model_a, cfg, project=False)
     fit_a = dict(x=x, y=np.asarray(data.train_labels), batch_size=batch_size, shuffle=True)
     model_a.fit(**fit_a, epochs=1, verbose=0)  # warm-up: tracing (the last, partial batch traces again)
@@ -97,9 +96,11 @@ def run_benchmark(cfg, timed_epochs: int = 1, variants: dict | None = None) -> d
         # The precision policy is global in Keras: each model is built under its own, then it is reset.
         keras.mixed_precision.set_global_policy(run_cfg.trainer.precision)
         keras.utils.set_random_seed(cfg.seed)
-        words = TextPreprocessor.of_run(run_cfg.data, vectorizer)
-        ds = pipeline_from_cfg(run_cfg, data.train_texts, data.train_labels, words, shuffle=True)
-        model = build_classifier(run_cfg.model, vocab_size, data.num_classes)
+        words = TextPreprocessor(vectorizer, run_cfg.data.seq_len, run_cfg.data.truncation)
+        ds = instantiate(run_cfg.data).pipeline(
+            data.train_texts, data.train_labels, words, run_cfg.trainer.batch_size, run_cfg.seed, shuffle=True
+        )
+        model = build_model(run_cfg, vocab_size, data.num_classes)
         _compile(model, run_cfg, project=True)
         model.fit(ds, epochs=1, verbose=0)  # warm-up: tracing every bucket shape, filling the cache
         keras.mixed_precision.set_global_policy("float32")
@@ -188,21 +189,23 @@ def run_memory_probe(cfg, steps: int = 200) -> dict:
     then train ``steps`` batches. Reports peak RSS after each stage and training examples/s."""
     peak = {}
     start = time.perf_counter()
-    data = load_dataset(cfg.data, cfg.seed)
+    data = instantiate(cfg.data).splits(cfg.seed)
     peak["after_loading"] = _rss_peak_mb()
     vectorizer = make_vectorizer(
         data.train_texts, cfg.data.vocab_size, sample=cfg.data.vocab_sample, seed=int(cfg.seed)
     )
     peak["after_vocabulary"] = _rss_peak_mb()
-    words = TextPreprocessor.of_run(cfg.data, vectorizer)
-    ds = pipeline_from_cfg(cfg, data.train_texts, data.train_labels, words, shuffle=True)
+    words = TextPreprocessor(vectorizer, cfg.data.seq_len, cfg.data.truncation)
+    ds = instantiate(cfg.data).pipeline(
+        data.train_texts, data.train_labels, words, cfg.trainer.batch_size, cfg.seed, shuffle=True
+    )
     batches = int(ds.cardinality())
     peak["after_pipeline"] = _rss_peak_mb()
     prepare_seconds = time.perf_counter() - start
 
     keras.utils.set_random_seed(int(cfg.seed))
-    model = build_classifier(cfg.model, vectorizer.vocabulary_size(), data.num_classes)
-    compile_classifier(model, cfg.trainer, total_steps=batches)
+    model = build_model(cfg, vectorizer.vocabulary_size(), data.num_classes)
+    compile_model(model, cfg, total_steps=batches)
     steps = min(steps, batches)
     timer = EpochTimer()
     with expected_end_of_data():

@@ -1,14 +1,14 @@
-"""A run directory is a record of one model: ``run.json`` holds the run's format, its identity (a fingerprint
-of the config that decides the model), the last finished stage and what each stage recorded.
+"""A run directory is a record of one model: ``run.json`` holds the run's format, the last finished stage and
+what each stage recorded (with the run_record extra, its identity too: a fingerprint of the config).
 
-:func:`open_run_dir` is how ``train`` opens one: a new or empty directory starts a run; one that holds this
-config's own run resumes it after its last finished stage (or reports it finished); anything else is refused
-in one line before anything in it is written. :func:`check_run_dir` is the reading side's first question (is
-this a finished run?), standard library only, so the tools answer a wrong path before TensorFlow loads."""
+:func:`new_run` is how ``train`` opens one by default: a new or empty directory only (resuming a run, or
+replacing one, needs to know which run a directory holds: the run_record extra). :func:`check_run_dir` is the
+reading side's first question (is this a finished run?), standard library only, so the tools answer a wrong
+path before TensorFlow loads."""
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import os
 import stat
@@ -18,8 +18,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from mha_project.atomic import write_json_atomic
-from mha_project.config import keras_backend
-from mha_project.errors import RunDirRefused, UserError, message_line, typed
+from mha_project.errors import RunDirRefused, UserError, message_line
 
 IDENTITY_FILE = "run.json"
 FAILURE_FILE = "failure.json"  # why a run stopped before it finished (the run_record extra writes it)
@@ -36,20 +35,29 @@ RUN_FORMAT = 8  # the config's parts are `_target_` nodes; the backbone's blocks
 
 # Stages in order; run.json's "stage" is the last one finished.
 STAGES = ("started", "pretrained", "trained", "tested", "saved", "finished")
-# What holds something learned: while none exists, a run that stopped at "started" is started again.
-LEARNED = (STAGE_DIR, "history.csv", "backup", "checkpoints", MODEL_FILE, METRICS_FILE)
 # What may stand in a new run directory before train() opens it: the lock, and the log Hydra starts.
 PRESENT_BEFORE_START = (LOCK_FILE, "train.log")
 
 
 @dataclass
 class RunRecord:
-    """The open run directory: its path, stage, the results saved by finished stages, and its identity."""
+    """The open run directory: its path, stage, the results saved by finished stages, and its identity (the
+    run_record extra's fingerprint of the config). A record that can resume a fit gives it a backup to restore
+    (:meth:`backup`) and the epochs it had trained (:meth:`previous_epochs`); this one starts every fit afresh."""
 
     path: Path
     stage: str = "started"
     results: dict = field(default_factory=dict)
     identity: dict = field(default_factory=dict)
+
+    def backup(self, stage_dir: Path):
+        """A Keras callback that backs up each epoch of the fit in ``stage_dir`` and ``restore(model) -> epochs``
+        it had completed; None: the fit is not backed up."""
+        return None
+
+    def previous_epochs(self, stage_dir: Path) -> list[dict]:
+        """``stage_dir/history.csv``'s rows of the epochs a resumed fit does not train again."""
+        return []
 
     def done(self, stage: str) -> bool:
         return STAGES.index(self.stage) >= STAGES.index(stage)
@@ -67,71 +75,17 @@ class RunRecord:
         write_json_atomic(self.path / IDENTITY_FILE, record)
 
 
-def identity(cfg: DictConfig) -> dict:
-    """What decides the model a run holds, as plain data: every part the config builds (a node with a
-    ``_target_``: the data, the model, the optimizer, the loss, a stage before the fit), the trainer, the seed,
-    determinism and the Keras backend; never what is only logged (probe texts) or where."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    decides = {k: v for k, v in resolved.items() if isinstance(v, dict) and "_target_" in v}
-    decides |= {k: resolved[k] for k in ("trainer", "seed", "deterministic") if k in resolved}
-
-    def without_probes(node):
-        if isinstance(node, dict):
-            return {k: without_probes(v) for k, v in node.items() if k != "probe_texts"}
-        return node
-
-    return {**without_probes(decides), "backend": keras_backend()}
-
-
-def fingerprint(ident: dict) -> str:
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def differences(old: dict, new: dict, limit: int = 3) -> list[str]:
-    """``key: old -> new`` for the first ``limit`` dotted keys whose values differ."""
-    a, b = _flatten(old), _flatten(new)
-    keys = [k for k in sorted(set(a) | set(b)) if a.get(k, "<absent>") != b.get(k, "<absent>")]
-    return [f"{k}: {typed(a.get(k, '<absent>'))} -> {typed(b.get(k, '<absent>'))}" for k in keys[:limit]] + (
-        [f"... {len(keys) - limit} more"] if len(keys) > limit else []
-    )
-
-
-def _flatten(d, prefix: str = "") -> dict:
-    out = {}
-    for k, v in (d or {}).items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def open_run_dir(cfg: DictConfig, path: Path) -> RunRecord:
-    """The run directory ``path`` for a run of ``cfg``: a new record in a new or empty directory, or the record
-    of this config's own run to resume; RunDirRefused in one line for anything else, before anything is written."""
+@contextlib.contextmanager
+def new_run(cfg: DictConfig, path: Path):
+    """How ``train`` opens its run directory by default: a new or empty one only, as a :class:`RunRecord`. The
+    run_record extra opens one that holds this config's own run to resume it (``run_record: {_target_: ...}``)."""
     path.mkdir(parents=True, exist_ok=True)
-    ident = identity(cfg)
-    stamp = {"fingerprint": fingerprint(ident), "config": ident}
-    stored = read_record(path)
-    if stored is not None and stored.get("stage") == "started" and not any((path / f).exists() for f in LEARNED):
-        stored = {}  # a run that stopped before it learned anything (a bad data path, say): start it afresh
-    if not stored:
-        found = files_in(path)
-        if found and stored is None:
-            raise RunDirRefused(
-                f"{path} already holds files that no run of mha-project recorded ({', '.join(found)}); they are left "
-                "alone: use a new hydra.run.dir, or move them out first"
-            )
-    elif stored.get("format") != RUN_FORMAT:
-        raise RunDirRefused(other_format(path, stored.get("format")))
-    elif stored.get("fingerprint") != stamp["fingerprint"]:
-        diff = "; ".join(differences(stored.get("config") or {}, ident))
-        raise RunDirRefused(f"{path} holds a different run ({diff}); use a new hydra.run.dir")
-    else:
-        return RunRecord(path, stored.get("stage", "started"), stored.get("results") or {}, stamp)
-    record = RunRecord(path, identity=stamp)
+    found = files_in(path)
+    if found:
+        raise RunDirRefused(f"{path} already holds files ({', '.join(found)}); use a new hydra.run.dir")
+    record = RunRecord(path)
     record.finish_stage("started")
-    return record
+    yield record
 
 
 def files_in(path: Path, limit: int = 3) -> list[str]:

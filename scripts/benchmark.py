@@ -30,13 +30,10 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.checks import validate_config
-from mha_project.quiet import import_tensorflow_quietly
-from mha_project.config import register_configs
+from mha_project.config import register_configs, validate_config
 from mha_project.errors import UserError
 
-from entry import fail  # scripts/entry.py: an error as one line and an exit status
+from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -26,7 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.extras.distribution.processes import finish_all
 from mha_project.extras.timing.measures import steady_examples_per_second
 

@@ -8,11 +8,9 @@ Prints, for each [MASK], the top-k words with their probabilities.
 
 import argparse
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.quiet import import_tensorflow_quietly
 from mha_project.errors import UserError
 
-from entry import fail  # scripts/entry.py: an error as one line and an exit status
+from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 
 
 def main() -> None:

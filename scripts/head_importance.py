@@ -8,12 +8,10 @@ TensorBoard log. Method: Michel, Levy & Neubig, "Are Sixteen Heads Really Better
 
 import argparse
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.quiet import import_tensorflow_quietly
 from mha_project.errors import UserError
 from mha_project.run_dir import check_run_dir
 
-from entry import fail  # scripts/entry.py: an error as one line and an exit status
+from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 
 
 def main() -> None:

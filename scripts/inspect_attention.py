@@ -44,7 +44,9 @@ def main() -> None:
         if args.view not in VIEWS:
             raise UserError(f"--view={args.view} is invalid: must be one of {', '.join(VIEWS)}")
         if args.heads != "all" and args.view != "lines":
-            raise UserError(f"--heads={args.heads} is read by --view lines only; add --view lines, or leave --heads out")
+            raise UserError(
+                f"--heads={args.heads} is read by --view lines only; add --view lines, or leave --heads out"
+            )
         check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
         if args.compare:
             if not args.html:

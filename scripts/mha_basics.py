@@ -6,7 +6,7 @@ Two fixes against the seed text: the argument is ``key_dim`` (not ``key_dims``),
 ``return_attention_scores=True`` is an argument of the *call*, not of the constructor.
 """
 
-from mha_project.quiet import import_tensorflow_quietly
+from entry import import_tensorflow_quietly  # scripts/entry.py
 
 import_tensorflow_quietly()  # before Keras, which imports TensorFlow
 

@@ -14,14 +14,12 @@ import os
 import subprocess
 import sys
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.extras.distribution.processes import finish_all
 
 from entry import free_port
 
 WORKER = """
 import json, os, sys
-from mha_project.quiet import import_tensorflow_quietly
 import_tensorflow_quietly()
 import numpy as np
 import tensorflow as tf

@@ -6,11 +6,9 @@ python scripts/sweep_report.py outputs/multirun/<time>
 import argparse
 from pathlib import Path
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
-from mha_project.quiet import import_tensorflow_quietly
 from mha_project.errors import UserError
 
-from entry import fail  # scripts/entry.py: an error as one line and an exit status
+from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 
 
 def main() -> None:
@@ -23,7 +21,12 @@ def main() -> None:
         import_tensorflow_quietly()
         from mha_project.extras.sweep_report.report import write_report
 
-        result = write_report(args.sweep_dir)
+        sections = []
+        if (Path(args.sweep_dir) / "optuna_study.json").is_file():  # hparams_search=optuna: the study's section
+            from mha_project.extras.optuna.report_section import study_report
+
+            sections.append(study_report)
+        result = write_report(args.sweep_dir, sections)
     except UserError as err:
         fail(str(err))
     print(result["markdown"], end="")

@@ -23,7 +23,7 @@ def main(url: str, out: str, runs: str, right_heads: str = "") -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1500, "height": 760})
-        page.goto(f"{url}/data/plugin_entry.html?name=mha_attention#compare&{runs}")
+        page.goto(f"{url}/data/plugin_entry.html?name=attention#compare&{runs}")
         page.wait_for_selector("#panel-right[data-shown]")
         page.eval_on_selector("#panel-left #epoch-slider", LAST_EPOCH)
         page.wait_for_function(SHOWS_LAST)

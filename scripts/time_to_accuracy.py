@@ -9,7 +9,6 @@ Markdown table and, with --json, the same as JSON.
 import argparse
 import json
 
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core)
 from mha_project.errors import UserError
 
 from entry import fail  # scripts/entry.py: an error as one line and an exit status

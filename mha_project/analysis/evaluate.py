@@ -7,12 +7,8 @@ from mha_project.analysis.runs import build_recorded, load_run
 
 def evaluate_run(run_dir) -> dict:
     run = load_run(run_dir)
-    source = build_recorded(run.cfg.data)
-    data = source.splits(int(run.cfg.seed))
-    test_ds = source.pipeline(
-        data.test_texts, data.test_labels, run.preprocessor, run.cfg.trainer.batch_size, run.cfg.seed,
-        shuffle=False, text_inputs=getattr(run.model, "text_inputs", None),
-    )  # fmt: skip
+    data = run.splits()
+    test_ds = run.batches(data.test_texts, data.test_labels)
     run.model.compile(loss=build_recorded(run.cfg.loss), metrics=["accuracy"])  # the loss it trained with
     loss, accuracy = run.model.evaluate(test_ds, verbose=0)
     return {

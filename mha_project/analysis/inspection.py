@@ -16,6 +16,7 @@ from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
 from mha_project.run_dir import ANALYSIS_TB
 
+
 def inspect_text(
     run_dir,
     text: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 from dataclasses import dataclass
@@ -97,6 +98,22 @@ class Run:
     @property
     def class_names(self) -> list[str]:
         return list(self.metrics["class_names"])
+
+    @functools.cached_property
+    def source(self):
+        """The run's data source (its ``TextData``), built from its recorded config."""
+        return build_recorded(self.cfg.data)
+
+    def splits(self):
+        """The run's train / validation / test splits, carved with its seed as it trained on them."""
+        return self.source.splits(int(self.cfg.seed))
+
+    def batches(self, texts, labels, shuffle: bool = False):
+        """Batches of ``texts`` as the run made them (its vocabulary, buckets, batch size, the model's inputs)."""
+        return self.source.pipeline(
+            texts, labels, self.preprocessor, int(self.cfg.trainer.batch_size), int(self.cfg.seed),
+            shuffle=shuffle, text_inputs=getattr(self.model, "text_inputs", None),
+        )  # fmt: skip
 
     def token_ids(self, texts) -> np.ndarray:
         """The encoder's input for ``texts`` (a list of strings, or one string as one text): their ids as

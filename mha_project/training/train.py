@@ -16,6 +16,7 @@ Every part is a config node that ``hydra.utils.instantiate`` builds: ``cfg.data`
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import shlex
@@ -35,17 +36,14 @@ from mha_project.data.vocabulary import save_vocabulary
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import model_summary, uncompiled_copy
-from mha_project.run_dir import METRICS_FILE, MODEL_FILE, VOCAB_FILE, RunRecord, open_run_dir
+from mha_project.run_dir import METRICS_FILE, MODEL_FILE, VOCAB_FILE, RunRecord, new_run
 from mha_project.training.callbacks import (
     BestWeights,
     EpochCounter,
     HistoryCSVLogger,
-    ResumableBackup,
     ResumedEarlyStopping,
-    backed_up_epochs,
     read_history,
     tensorboard_callbacks,
-    trim_history,
 )
 from mha_project.training.schedules import WarmupCosine
 
@@ -67,17 +65,22 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
-    run_dir = Path(cfg.run_dir)
-    record = open_run_dir(cfg, run_dir)  # a new run, or this config's own to resume; anything else refused
+    # The run directory: a new one, or (the run_record extra's opener) this config's own run to resume.
+    open_run = instantiate(cfg.run_record) if cfg.get("run_record") else new_run
+    with open_run(cfg, Path(cfg.run_dir)) as record:
+        return train_in(cfg, record, strategy)
+
+
+def train_in(cfg: DictConfig, record: RunRecord, strategy) -> dict:
+    """``train``'s steps 2 to 6, in the open run directory ``record``."""
+    run_dir = record.path
     if record.finished:
         return already_finished(record)
-    if record.stage != "started":
-        log.info(f"resuming {run_dir} after stage '{record.stage}'")
 
     # 2. Text -> token ids: the splits, the run's vocabulary (a resumed run's own), the pipelines.
     data = instantiate(cfg.data)
     splits = data.splits(cfg.seed)
-    resuming = record.stage != "started" or (run_dir / "backup").exists()
+    resuming = record.stage != "started" or bool(record.previous_epochs(run_dir))
     preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
     save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
     save_vocabulary(preprocessor.vectorizer, run_dir / VOCAB_FILE)
@@ -87,11 +90,7 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
         backbone = None
         if cfg.get("pretrain") is not None:  # a stage that gives the backbone (the pretraining extra)
             backbone = instantiate(cfg.pretrain)(cfg, data, splits, preprocessor, record, strategy)
-        if backbone is None and cfg.model.backbone is not None:
-            backbone = instantiate(cfg.model.backbone, vocab_size=preprocessor.vectorizer.vocabulary_size())
-        # The model node's values, untyped: the backbone given in place of its node is an object, not a config.
-        model_node = OmegaConf.to_container(cfg.model, resolve=True)
-        model = instantiate(model_node, backbone=backbone, num_classes=splits.num_classes, name="mha_classifier")
+        model = build_model(cfg, preprocessor.vectorizer.vocabulary_size(), splits.num_classes, backbone)
     part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
     text_inputs = getattr(model, "text_inputs", None)  # what else the model reads from the raw text
 
@@ -117,7 +116,7 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
     if not record.done("trained"):
         fit_stage(cfg, record, model, train_ds, val_ds, splits, preprocessor, plan, strategy)
     local_copy = getattr(strategy, "local_copy", None)  # several processes: this one's copy of the weights
-    if local_copy is not None:
+    if local_copy is not None and local_copy(model) is not model:
         model = local_copy(model)
         compile_model(model, cfg, plan.total_steps)
 
@@ -148,6 +147,16 @@ def check_activation(cfg: DictConfig) -> None:
         raise ConfigError(
             f"model.backbone.activation={name} is invalid: must be a Keras activation name such as gelu, relu, silu"
         ) from None
+
+
+def build_model(cfg: DictConfig, vocab_size: int, num_classes: int, backbone=None):
+    """The configured classifier (``cfg.model``) for this vocabulary and class count, on ``backbone`` (a pretrained
+    one) or on the one ``cfg.model.backbone`` builds (none for a bag of n-grams alone)."""
+    if backbone is None and cfg.model.backbone is not None:
+        backbone = instantiate(cfg.model.backbone, vocab_size=vocab_size)
+    # The model node's values, untyped: the backbone given in place of its node is an object, not a config.
+    model_node = OmegaConf.to_container(cfg.model, resolve=True)
+    return instantiate(model_node, backbone=backbone, num_classes=num_classes, name="mha_classifier")
 
 
 def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
@@ -228,7 +237,7 @@ def fit_stage(cfg, record: RunRecord, model, train_ds, val_ds, splits, preproces
     """``fit`` with the best weights kept, early stopping, TensorBoard and the config's own callbacks
     (``cfg.callbacks``); records the ``trained`` stage."""
     run_dir = record.path
-    previous = previous_epochs(run_dir)
+    previous = record.previous_epochs(run_dir)
     monitor = cfg.trainer.monitor
     mode = "min" if monitor.endswith("loss") else "max"
     # A bag of n-grams alone has no attention to log.
@@ -262,7 +271,8 @@ def fit_stage(cfg, record: RunRecord, model, train_ds, val_ds, splits, preproces
         local=getattr(strategy, "local", None),
     )
     fit = fit_resumably(
-        model, train_ds, run_dir, previous, before_csv=before_csv, after_csv=after_csv, validation_data=val_ds,
+        model, train_ds, run_dir, previous, record.backup(run_dir), before_csv=before_csv, after_csv=after_csv,
+        validation_data=val_ds,
         validations_per_epoch=plan.validations_per_epoch, epochs=plan.epochs, steps_per_epoch=plan.steps_per_epoch,
     )  # fmt: skip
     if not fit.finite:
@@ -285,17 +295,12 @@ class FitResult:
         return bool(losses) and all(np.isfinite(losses))
 
 
-def previous_epochs(stage_dir: Path) -> list[dict]:
-    """The ``history.csv`` rows of a stage being resumed, less those of an epoch cut off before its backup."""
-    return trim_history(stage_dir / "history.csv", backed_up_epochs(stage_dir / "backup"))
-
-
 def fit_resumably(
-    model, dataset, stage_dir: Path, previous, *, before_csv=(), after_csv=(), validation=True, epochs: int,
-    validations_per_epoch: int = 1, steps_per_epoch: int | None = None, **fit_args,
+    model, dataset, stage_dir: Path, previous, backup=None, *, before_csv=(), after_csv=(), validation=True,
+    epochs: int, validations_per_epoch: int = 1, steps_per_epoch: int | None = None, **fit_args,
 ) -> FitResult:  # fmt: skip
-    """``model.fit`` that a killed process resumes where it stopped, for the classifier and a stage before it:
-    epochs in ``stage_dir/history.csv``, the backup in ``stage_dir/backup``.
+    """``model.fit`` that a killed process resumes where it stopped (``backup``: a run record's, which restores
+    the fit), for the classifier and a stage before it: epochs in ``stage_dir/history.csv``.
 
     ``dataset`` is one pass over the data (reshuffled by tf.data at each pass); Keras reads it as one stream
     of passes. A resumed fit skips the batches the epochs already trained took, so every later epoch sees the
@@ -306,17 +311,16 @@ def fit_resumably(
     history_csv = stage_dir / "history.csv"
     offset = float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0
     counter = EpochCounter(validations_per_epoch=validations_per_epoch, elapsed_offset=offset)
-    backup = ResumableBackup(stage_dir / "backup", history_csv)
     callbacks = [
         counter,
         keras.callbacks.TerminateOnNaN(),
         *before_csv,
-        HistoryCSVLogger(history_csv, counter, validation=validation, append=True),
+        HistoryCSVLogger(history_csv, counter, validation=validation, append=bool(previous)),
         *after_csv,
-        backup,
+        *([backup] if backup is not None else []),
     ]
     steps_per_epoch = steps_per_epoch or int(dataset.cardinality())
-    done = backup.restore(model)  # before fit: how far into the stream the fit starts
+    done = backup.restore(model) if backup is not None else 0  # before fit: how far into the stream it starts
     start = time.perf_counter()
     history = model.fit(
         # The i-th pass is tf.data's i-th reshuffle with the seed in this process too: skipping (not training
@@ -421,7 +425,9 @@ def run_label() -> str:
         return ""
     overrides = [str(o) for o in HydraConfig.get().overrides.task]
     keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
-    return " ".join(o for o, key in zip(overrides, keys) if key in SHORTCUTS or key == "seed" or key.startswith("model."))
+    return " ".join(
+        o for o, key in zip(overrides, keys) if key in SHORTCUTS or key == "seed" or key.startswith("model.")
+    )
 
 
 def encoder_blocks_configured(record: RunRecord) -> bool:
@@ -429,9 +435,14 @@ def encoder_blocks_configured(record: RunRecord) -> bool:
 
 
 def already_finished(record: RunRecord) -> dict:
-    import json
-
+    """The recorded metrics of a run that finished before; its ``train.log`` is part of the record, so nothing
+    is added to it either (Hydra's log handler for it is closed)."""
     metrics = json.loads((record.path / METRICS_FILE).read_text())
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == record.path.resolve():
+            root.removeHandler(handler)
+            handler.close()
     log_result(record, metrics, finished_before=True)
     return metrics
 
@@ -466,4 +477,3 @@ def log_result(record: RunRecord, metrics: dict, finished_before: bool = False, 
     if overfit_hint and train_acc is not None and train_acc - metrics["best_val_accuracy"] > 0.1:
         line += f"; training accuracy {train_acc:.2f} ran ahead of validation: the model overfits (try more dropout)"
     log.info(line)
-

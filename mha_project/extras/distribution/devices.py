@@ -1,15 +1,16 @@
-"""The devices a run trains on, for ``trainer.distribution``, and the processes that train it together.
+"""The devices a run trains on (``trainer/strategy=mirrored|data_parallel``: the ``_target_`` of
+``trainer.strategy``), and the processes that train it together.
 
 The configured ``batch_size`` is the *global* batch: Keras splits each batch across the replicas (or the
 processes), so changing the number of devices does not change the optimisation.
 
-* ``mirrored``: ``tf.distribute.MirroredStrategy`` over the local GPUs (or logical CPUs), TensorFlow backend.
-* ``data_parallel``: ``keras.distribution.DataParallel`` on the JAX backend, over this machine's devices
+* :func:`mirrored`: ``tf.distribute.MirroredStrategy`` over the local GPUs (or logical CPUs), TensorFlow backend.
+* :func:`data_parallel`: ``keras.distribution.DataParallel`` on the JAX backend, over this machine's devices
   and, when Keras's ``KERAS_DISTRIBUTION_JOB_ADDRESSES`` / ``_NUM_PROCESSES`` / ``_PROCESS_ID`` are set,
   over several processes (JAX's distributed runtime; gloo collectives on CPU). Each process feeds its
   slice of every global batch (``part`` in :func:`mha_project.data.pipeline.batch_token_ids`); after
-  ``fit``, process 0 alone tests, saves and exports a :func:`local_copy` of the weights; the others train in
-  a scratch directory and record nothing (:func:`train_as_helper`)."""
+  ``fit``, each process tests, saves and exports its :meth:`KerasDistribution.local_copy` of the weights
+  into its own run directory."""
 
 from __future__ import annotations
 
@@ -28,18 +29,17 @@ import tensorflow as tf
 from omegaconf import OmegaConf
 
 from mha_project.errors import ConfigError
-from mha_project.extras.distribution.processes import MULTI_WORKER_UNSUPPORTED, processes
+from mha_project.extras.distribution.processes import processes
 from mha_project.model.classifier import uncompiled_copy
-from mha_project.training.fitting import compile_classifier
-from mha_project.training.reporting import stop_logging_into
-from mha_project.training.train import train
 
 log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
 class KerasDistribution:
-    """What the core asks of a tf.distribute strategy, for keras.distribution (which needs no scope)."""
+    """What ``train`` asks of a tf.distribute strategy, for keras.distribution (which needs no scope), and what it
+    asks of one that trains over several processes: which process this is, of how many, and the model as this
+    process alone may run it."""
 
     num_replicas_in_sync: int
     process_id: int = 0
@@ -48,36 +48,51 @@ class KerasDistribution:
     def scope(self):
         return contextlib.nullcontext()
 
+    def local_copy(self, model):
+        """After ``fit``: the trained weights on this process's devices alone (what follows is this process's
+        own work, and Keras is told of no distribution from here on)."""
+        if not several_processes():
+            return model
+        copy = local_copy(model)
+        keras.distribution.set_distribution(None)
+        return copy
 
-def make_strategy(trainer_cfg):
-    """The strategy of ``trainer.distribution`` (on ``trainer.cpu_devices`` logical CPUs when set)."""
-    if trainer_cfg.cpu_devices:
-        use_logical_cpus(trainer_cfg.cpu_devices)
-    strategy = _strategy(trainer_cfg.distribution, trainer_cfg.join_timeout)
-    if trainer_cfg.distribution != "none":
-        log.info(
-            f"distribution: {trainer_cfg.distribution} · replicas {strategy.num_replicas_in_sync} · "
-            f"global batch {trainer_cfg.batch_size}"
+    @contextlib.contextmanager
+    def local(self, model):
+        """``model`` itself, or with several processes its :func:`local_copy`, run without a distribution
+        (the attention logged during the fit)."""
+        if not several_processes():
+            yield model
+            return
+        with no_distribution():
+            yield local_copy(model)
+
+
+def mirrored(batch_size: int, cpu_devices: int | None = None):
+    """``tf.distribute.MirroredStrategy`` over every local GPU, or without GPUs every logical CPU device
+    (``cpu_devices``: split the CPU into that many, to try it without GPUs)."""
+    if cpu_devices:
+        use_logical_cpus(cpu_devices)
+    gpus = tf.config.list_logical_devices("GPU")
+    strategy = tf.distribute.MirroredStrategy(devices=[d.name for d in (gpus or tf.config.list_logical_devices("CPU"))])
+    return _checked(strategy, batch_size, "mirrored")
+
+
+def data_parallel(batch_size: int, join_timeout: int = 300) -> KerasDistribution:
+    """``keras.distribution.DataParallel`` over this machine's devices, and over several processes when Keras's
+    ``KERAS_DISTRIBUTION_*`` variables say so (each process waits ``join_timeout`` seconds for the others)."""
+    return _checked(_data_parallel(join_timeout), batch_size, "data_parallel")
+
+
+def _checked(strategy, batch_size: int, name: str):
+    replicas = strategy.num_replicas_in_sync
+    if batch_size < replicas:
+        raise ConfigError(
+            f"batch_size={batch_size} is invalid with {replicas} replicas: the global batch is split across "
+            f"replicas, so it must be >= {replicas}"
         )
+    log.info(f"distribution: {name} · replicas {replicas} · global batch {batch_size}")
     return strategy
-
-
-def _strategy(name: str, join_timeout: int):
-    if name == "none":
-        return tf.distribute.get_strategy()  # the default (no-op) strategy
-    if name == "mirrored":
-        # All local GPUs; without GPUs, every logical CPU device (see use_logical_cpus).
-        gpus = tf.config.list_logical_devices("GPU")
-        devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
-        return tf.distribute.MirroredStrategy(devices=devices)
-    if name == "data_parallel":
-        return _data_parallel(join_timeout)
-    if name == "multi_worker":
-        # Keras 3's model.fit fails under MultiWorkerMirroredStrategy ("Attempt to convert a value
-        # (PerReplica...)"), reproduced here with two workers on 127.0.0.1 and reported upstream as
-        # keras-team/keras#20585 / tensorflow/tensorflow#72388. Refuse in one line instead of crashing.
-        raise ConfigError(MULTI_WORKER_UNSUPPORTED)
-    raise ConfigError(f"trainer.distribution={name} is invalid: must be one of none, mirrored, data_parallel")
 
 
 def _data_parallel(join_timeout: int) -> KerasDistribution:
@@ -112,7 +127,7 @@ def join_processes(timeout: int) -> None:
             print(
                 f"error: process {process_id} of {n} waited {timeout} s at {address} and the other processes did not "
                 "join: start the same command on each machine with its own KERAS_DISTRIBUTION_PROCESS_ID, or raise "
-                "trainer.join_timeout",
+                "trainer.strategy.join_timeout",
                 file=sys.stderr,
                 flush=True,
             )
@@ -154,33 +169,6 @@ def local_copy(model):
     values = [np.asarray(v.value.addressable_data(0)) for v in model.weights]  # this process's replica
     with no_distribution():
         return uncompiled_copy(model, values)
-
-
-def train_as_helper(cfg, job) -> dict:
-    """A process other than 0 trains the same model as process 0, in a scratch directory: it records nothing."""
-    stop_logging_into(job.run_dir)  # not even in Hydra's train.log (the run dir may be process 0's)
-    quiet = OmegaConf.merge(cfg, {"logger": {"tensorboard": False}})  # and its part ends with the fit (AFTER_FIT)
-    with tempfile.TemporaryDirectory(prefix="mha-project-process-") as scratch:
-        return train(quiet, job=dataclasses.replace(job, run_dir=Path(scratch), helper=True))
-
-
-def on_process_zero_alone(cfg, model, plan):
-    """After a fit of several processes, the trained weights on process 0's devices alone (compiled, for the
-    test): what follows is one process's work, and Keras is told of no distribution from here on."""
-    copy = local_copy(model)
-    keras.distribution.set_distribution(None)
-    compile_classifier(copy, cfg.trainer, plan.total_steps)
-    return copy
-
-
-@contextlib.contextmanager
-def process_local(model):
-    """``model`` itself, or with several processes its :func:`local_copy`, run without a distribution."""
-    if not several_processes():
-        yield model
-        return
-    with no_distribution():
-        yield local_copy(model)
 
 
 def use_logical_cpus(count: int) -> None:

@@ -8,10 +8,12 @@ import subprocess
 
 from mha_project.errors import ConfigError
 
-# Why trainer.distribution=multi_worker is refused (devices.py has the details).
+# Why trainer/strategy=multi_worker is refused: Keras 3's model.fit fails under MultiWorkerMirroredStrategy ("Attempt
+# to convert a value (PerReplica...)"), reproduced with two workers on 127.0.0.1 and reported upstream as
+# keras-team/keras#20585 / tensorflow/tensorflow#72388.
 MULTI_WORKER_UNSUPPORTED = (
-    "trainer.distribution=multi_worker is not supported: Keras 3's model.fit fails under "
-    "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer.distribution=data_parallel "
+    "trainer/strategy=multi_worker is not supported: Keras 3's model.fit fails under "
+    "tf.distribute.MultiWorkerMirroredStrategy (keras-team/keras#20585); use trainer/strategy=data_parallel "
     "with KERAS_BACKEND=jax (keras.distribution), on one machine or several"
 )
 

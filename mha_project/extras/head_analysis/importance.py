@@ -14,8 +14,6 @@ import tensorflow as tf
 from mha_project.analysis.runs import load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mha_project.attention.plots import figure_to_png, label_color, plt
-from mha_project.data.pipeline import pipeline_from_cfg
-from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import uncompiled_copy
@@ -89,8 +87,8 @@ def importance_figure(result: dict, title: str):
 
 def run_head_importance(run_dir, out=None) -> dict:
     run = load_run(run_dir, needs_attention=True)
-    data = load_dataset(run.cfg.data, int(run.cfg.seed))
-    val = pipeline_from_cfg(run.cfg, data.val_texts, data.val_labels, run.preprocessor, shuffle=False)
+    data = run.splits()
+    val = run.batches(data.val_texts, data.val_labels)
     result = head_importance(run.model, val)
     out_dir = run.path / "head_importance" if out is None else Path(out)
     if out_dir.exists() and not out_dir.is_dir():

@@ -36,7 +36,7 @@ label                 rule
 of the weight; 0.6 / 0.9 split entropy into "a handful of tokens" / "almost everything".
 
 On data built by a known rule (an extra registers the rule's positions in
-``extending.RELATION_LINKS``), :func:`relation_heads` names, for each relation the rule reads (e.g. "the
+its data source's ``relation_links()``), :func:`relation_heads` names, for each relation the rule reads (e.g. "the
 word before the marker"), the head that puts the most attention from the rule's query position on its key
 position, when that mass is at least 4 times what uniform attention would put there (:data:`RELATION_LIFT`:
 a relation's key is one position of many, and a head that reads it often shares the row with the query's
@@ -54,9 +54,7 @@ from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text
 from mha_project.attention.plots import figure_to_png, label_color, plt
 from mha_project.attention.scores import attention_scores, has_cls_token, normalized_entropy_rows, scores_for_texts
 from mha_project.data.pipeline import pad_batch
-from mha_project.data.sources import load_dataset
 from mha_project.errors import UserError
-from mha_project.extending import RELATION_LINKS
 from mha_project.run_dir import ANALYSIS_TB, STAGE_DIR
 
 POSITION_THRESHOLD = 0.4
@@ -340,13 +338,14 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     if num_texts < 1:
         raise UserError(f"--texts={num_texts} is invalid: must be an integer >= 1")
     run = load_run(run_dir, needs_attention=True)
-    data = load_dataset(run.cfg.data, int(run.cfg.seed))
+    data = run.splits()
     texts = data.val_texts[:num_texts]
     model, base = run.model, run.path
     if pretrained:
-        model, base = load_masked_lm(run.path), run.path / STAGE_DIR
+        model, base = load_masked_lm(run.path, run.cfg), run.path / STAGE_DIR
     heads = model_head_patterns(model, run.preprocessor, texts)
-    links = next((found for found in (rule(run.cfg.data) for rule in RELATION_LINKS) if found), None)
+    rule = getattr(run.source, "relation_links", None)  # data built by a known rule (data=relations)
+    links = rule() if rule else None
     relations = [] if links is None else relation_heads(model, run.preprocessor, texts, links)
     result = {
         "run_dir": str(run.path),

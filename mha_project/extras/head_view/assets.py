@@ -1,9 +1,9 @@
-"""The head view's files shipped beside this module (package data) and the TensorBoard plugin's name: what the
-page, the training callback's records and the plugin share, without TensorFlow."""
+"""The head view's files shipped beside this module (package data) and the smallest weight it draws: what the
+page and the TensorBoard plugin share, without TensorFlow."""
 
 from importlib import resources
 
-PLUGIN_NAME = "mha_attention"  # the TensorBoard plugin that owns the head-view summaries
+MIN_WEIGHT = 0.02  # lines for smaller weights are not drawn in the head view's all-queries view
 
 
 def asset(name: str) -> str:

@@ -6,7 +6,8 @@ import numpy as np
 
 from mha_project.attention.plots import plt  # Matplotlib as the core sets it up: Agg, texts drawn as written
 from mha_project.errors import UserError
-from mha_project.extras.head_view.weights import MIN_WEIGHT, quantize
+from mha_project.attention import quantize
+from mha_project.extras.head_view.assets import MIN_WEIGHT
 
 
 def lines_view(heads: str, per_layer: list[int]):

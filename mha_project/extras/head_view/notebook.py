@@ -11,6 +11,12 @@ from mha_project.extras.head_view.page import HeadView, compare_html, head_view_
 __all__ = ["show", "compare", "render", "HeadView"]
 
 
+def heads_title(cfg) -> str:
+    """``1 layer(s) x 4 heads``: a run's encoder in a title."""
+    backbone = cfg.model.backbone
+    return f"{backbone.num_layers} layer(s) x {backbone.num_heads} heads"
+
+
 def show(run, texts, title: str = "") -> HeadView:
     """The head view of a finished run (a run directory or :func:`~mha_project.analysis.runs.load_run`'s
     ``Run``) on ``texts`` (a string or a list): ``show("outputs/runs/latest", "great tea")`` in a notebook."""
@@ -36,7 +42,5 @@ def compare(left, right, texts, right_texts=None, titles=None) -> HeadView:
     ]
     if not all(sides):
         raise UserError("a side has no text with a word in its run's vocabulary: nothing to compare")
-    titles = titles or [
-        f"{Path(run.path).name}: {run.cfg.model.num_layers} layer(s) x {run.cfg.model.num_heads} heads" for run in runs
-    ]
+    titles = titles or [f"{Path(run.path).name}: {heads_title(run.cfg)}" for run in runs]
     return HeadView(compare_html(*sides, titles=tuple(titles), title=" | ".join(titles)), height=900)

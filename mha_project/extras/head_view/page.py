@@ -33,7 +33,8 @@ from mha_project.attention.scores import scores_for_texts
 from mha_project.attention.summaries import prediction_caption
 from mha_project.errors import message_line
 from mha_project.extras.head_view.assets import asset
-from mha_project.extras.head_view.weights import MIN_WEIGHT, quantize
+from mha_project.attention import quantize
+from mha_project.extras.head_view.assets import MIN_WEIGHT
 
 
 def encode_weights(scores: np.ndarray) -> str:

@@ -1,6 +1,7 @@
 """The Attention tab: a dynamic TensorBoard plugin (an ES module served by the plugin, no network access).
 
-Routes, under ``/data/plugin/mha_attention/``: ``index.js`` (the page), ``runs`` (every run with head-view
+It reads the core's ``attention`` records (``mha_project/attention/__init__.py``), which the training callback
+writes every epoch. Routes, under ``/data/plugin/attention/`` (the tab's address: ``#attention``): ``index.js`` (the page), ``runs`` (every run with head-view
 summaries: its label, probes and logged steps) and ``data?run=R&step=S`` (the probes of run R at step S, in
 the head view's own format). Everything is read through TensorBoard's data provider, so the tab works for
 any logdir TensorBoard can read."""
@@ -16,13 +17,12 @@ from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from mha_project.extras.head_view.assets import PLUGIN_NAME, asset
-from mha_project.extras.head_view.summary import CAPTION, WEIGHTS
-from mha_project.extras.head_view.weights import MIN_WEIGHT
+from mha_project.attention import ATTENTION_PLUGIN, CAPTION, WEIGHTS
+from mha_project.extras.head_view.assets import MIN_WEIGHT, asset
 
 
 class AttentionPlugin(base_plugin.TBPlugin):
-    plugin_name = PLUGIN_NAME
+    plugin_name = ATTENTION_PLUGIN
 
     def __init__(self, context):
         self._data = context.data_provider
@@ -47,7 +47,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
     def _tensors(self, request):
         ctx = plugin_util.context(request.environ)
         experiment = plugin_util.experiment_id(request.environ)
-        listing = self._data.list_tensors(ctx, experiment_id=experiment, plugin_name=PLUGIN_NAME)
+        listing = self._data.list_tensors(ctx, experiment_id=experiment, plugin_name=ATTENTION_PLUGIN)
         return ctx, experiment, listing
 
     @wrappers.Request.application
@@ -87,11 +87,11 @@ class AttentionPlugin(base_plugin.TBPlugin):
         ctx, experiment, listing = self._tensors(request)
         tags = listing.get(run, {})
         weight_tags = _weight_tags(tags).get(step, {})  # this step's tags alone: one step is read
-        wanted = [*weight_tags.values(), *(f"head_view/probe_{k}/{CAPTION}/{step}" for k in weight_tags)]
+        wanted = [*weight_tags.values(), *(f"attention_weights/probe_{k}/{CAPTION}/{step}" for k in weight_tags)]
         read = self._data.read_tensors(
             ctx,
             experiment_id=experiment,
-            plugin_name=PLUGIN_NAME,
+            plugin_name=ATTENTION_PLUGIN,
             downsample=1,
             run_tag_filter=provider.RunTagFilter(runs=[run], tags=[t for t in wanted if t in tags]),
         ).get(run, {})
@@ -103,7 +103,7 @@ class AttentionPlugin(base_plugin.TBPlugin):
             if described is None:
                 continue
             weights = read[tag][-1].numpy  # (layers, heads, n, n) uint8
-            caption = read.get(f"head_view/probe_{k}/{CAPTION}/{step}")
+            caption = read.get(f"attention_weights/probe_{k}/{CAPTION}/{step}")
             caption = caption[-1].numpy.item().decode("utf-8") if caption else ""
             items.append(
                 {
@@ -118,12 +118,12 @@ class AttentionPlugin(base_plugin.TBPlugin):
 
 
 def _weight_tags(tags) -> dict[int, dict[int, str]]:
-    """``{step: {probe: tag}}`` of the run's ``head_view/probe_<k>/weights/<step>`` tags; a tag of another shape
+    """``{step: {probe: tag}}`` of the run's ``attention_weights/probe_<k>/weights/<step>`` tags; a tag of another shape
     (a summary written by something else) is left out rather than failing every run's answer."""
     found: dict[int, dict[int, str]] = {}
     for tag in tags:
         parts = tag.split("/")
-        if len(parts) != 4 or parts[0] != "head_view" or parts[2] != WEIGHTS or not _whole(parts[3]):
+        if len(parts) != 4 or parts[0] != "attention_weights" or parts[2] != WEIGHTS or not _whole(parts[3]):
             continue
         index = parts[1].removeprefix("probe_")
         if parts[1].startswith("probe_") and _whole(index):

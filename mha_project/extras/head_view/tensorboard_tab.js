@@ -3,7 +3,7 @@
 // It opens on the run that logged last, at its last epoch; step 0 is the weights before training.
 // "compare" puts a second one beside it: one run against itself shows before training against the last epoch,
 // two runs (heads=1 against heads=8) each at its last epoch; each side keeps its own run, epoch, layer and head.
-// The plugin page's own address (/data/plugin_entry.html?name=mha_attention#run=2&compare&compare_run=1)
+// The plugin page's own address (/data/plugin_entry.html?name=attention#run=2&compare&compare_run=1)
 // opens a given state; TensorBoard's address holds only its own, so the tab advertises none.
 const TAB_CSS = `
 #compare-control { display: block; margin: 0 0 8px; font-size: 13px; }
@@ -13,7 +13,7 @@ const TAB_CSS = `
 `;
 
 export async function render() {
-  const base = new URL("./", import.meta.url);  // /data/plugin/mha_attention/
+  const base = new URL("./", import.meta.url);  // /data/plugin/attention/
   const get = async (route, params) => (await fetch(new URL(route + "?" + new URLSearchParams(params || {}), base))).json();
   const style = document.createElement("style");
   style.textContent = HEAD_VIEW_CSS + TAB_CSS;

@@ -25,8 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from tensorboard.plugins.hparams import api as hp
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary
 
-from mha_project.config import schema
-from mha_project.training.hparams import hparam_paths, hparams_of, name_of_override_key
+from mha_project.config import SHORTCUTS, hparams_of
 
 # TensorBoard's HParams table sorts its columns by `differs` (true first), then by name, and shows the first
 # few. These keys, what the project is about, are marked as differing in every experiment config, so they
@@ -39,27 +38,35 @@ SHOWN_COLUMNS = 5  # what TensorBoard's HParams table shows before a column is t
 FINAL_METRICS = ("test_accuracy", "test_loss", "best_val_accuracy", "train_seconds")
 
 
-def _schema_type(node: type, path: str):
-    *parents, last = path.split(".")
-    for name in parents:
-        node = typing.get_type_hints(node)[name]
-    return typing.get_type_hints(node)[last]
+def hparam_paths(cfg: DictConfig) -> dict[str, str]:
+    """Name in TensorBoard -> where the trained value lives: every shortcut by its name, every other model option
+    by its own (``hparams_of``'s names), the data and seed that tell runs apart."""
+    paths = {name: keys[0] for name, keys in SHORTCUTS.items()}
+    set_by_shortcut = {key for keys in SHORTCUTS.values() for key in keys}
+    for part in ("model.backbone", "model"):
+        node = OmegaConf.select(cfg, part) or {}
+        for key in node:
+            if f"{part}.{key}" not in set_by_shortcut and not str(key).startswith("_") and key not in paths:
+                paths[str(key)] = f"{part}.{key}"
+    return paths | {"truncation": "data.truncation", "dataset": "data.name", "seed": "seed"}
 
 
-def int_hparams() -> set[str]:
-    """The recorded hyper-parameters that are integers in the schema."""
-    declared = schema()  # built once for every path
-    integer = (int, typing.Optional[int])
-    return {name for name, path in hparam_paths().items() if _schema_type(declared, path) in integer}
+def name_of_override_key(key: str, paths: dict[str, str]) -> str | None:
+    """``heads`` or ``model.backbone.num_heads`` -> ``heads``; keys that are not recorded -> None."""
+    key = key.lstrip("+~")
+    if key in SHORTCUTS or key == "seed":
+        return key
+    return next((name for name, path in paths.items() if key == path), None)
 
 
-def swept_domains(sweep_params: dict[str, str]) -> dict:
+def swept_domains(cfg: DictConfig, sweep_params: dict[str, str]) -> dict:
     """Parse sweep values as Hydra does (``2,4,8``, ``choice(2,4)``, ``range(1,4)``, ``interval(1e-4,1e-2)``,
     ``int(interval(1,8))``) into ``{name: ("discrete", [values]) | ("interval", lo, hi, is_int)}``."""
     parser = OverridesParser.create()
+    paths, values = hparam_paths(cfg), hparams_of(cfg)
     domains = {}
     for key, value in sweep_params.items():
-        name = name_of_override_key(str(key))
+        name = name_of_override_key(str(key), paths)
         if name is None:
             continue
         override = parser.parse_override(f"{key}={value}")
@@ -69,7 +76,7 @@ def swept_domains(sweep_params: dict[str, str]) -> dict:
         elif isinstance(swept, RangeSweep):
             domains[name] = ("discrete", [_plain(v) for v in override.sweep_iterator()])
         elif isinstance(swept, IntervalSweep):
-            is_int = "int" in swept.tags or name in int_hparams()
+            is_int = "int" in swept.tags or (isinstance(values.get(name), int) and not isinstance(values[name], bool))
             domains[name] = ("interval", swept.start, swept.end, is_int)
     return domains
 
@@ -79,7 +86,7 @@ def experiment_hparams(cfg: DictConfig, domains: dict):
     (the keys of ``domains``; value_dim follows key_dim). No domains: TensorBoard shows the first experiment
     config it finds under its logdir, and a sweep's ranges (dataset fine_foods, epochs 4-4) would filter out
     every other run under ``outputs/``; each value's type is set instead (:func:`write_experiment`)."""
-    paths = hparam_paths()
+    paths = hparam_paths(cfg)
     differs = {name for name in domains if name in paths}
     if OmegaConf.select(cfg, paths["value_dim"]) is None and "key_dim" in differs:
         differs.add("value_dim")
@@ -160,15 +167,33 @@ def _plain(value):
 
 
 class SessionStart(keras.callbacks.Callback):
-    """The run's session when its fit starts, so it shows while it trains; a single run's own experiment config
-    first (a sweep's is the sweep directory's)."""
+    """The run's session when its fit starts, so it shows while it trains (its hyper-parameters from the run's
+    recorded config); a single run's own experiment config first (a sweep's is the sweep directory's)."""
 
-    def __init__(self, cfg: DictConfig, job):
+    def __init__(self, run_dir):
         super().__init__()
-        self.cfg, self.job = cfg, job
+        self.run_dir = Path(run_dir)
 
     def on_train_begin(self, logs=None):
-        log_dir = self.job.run_dir / "tensorboard"
-        if not self.job.in_sweep:
-            write_experiment(log_dir, self.cfg, domains=None)
-        write_session_start(log_dir, self.cfg, self.job.run_dir, self.job.in_sweep)
+        cfg = OmegaConf.load(self.run_dir / ".hydra" / "config.yaml")
+        log_dir, in_sweep = self.run_dir / "tensorboard", in_a_sweep()
+        if not in_sweep:
+            write_experiment(log_dir, cfg, domains=None)
+        write_session_start(log_dir, cfg, self.run_dir, in_sweep)
+
+
+def in_a_sweep() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.initialized() and HydraConfig.get().mode.name == "MULTIRUN"
+
+
+def sweep_params_of(config: DictConfig) -> dict[str, str]:
+    """The swept keys of a multirun: ``hydra.sweeper.params`` plus sweeps typed on the command line."""
+    declared = config.hydra.sweeper.get("params")
+    params = {} if declared is None else dict(OmegaConf.to_container(declared, resolve=False))
+    for override in config.hydra.overrides.task:
+        key, _, value = str(override).partition("=")
+        if "," in value or value.strip().startswith(("choice(", "range(", "interval(", "int(", "glob(")):
+            params[key] = value
+    return params

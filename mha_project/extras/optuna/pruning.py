@@ -30,3 +30,12 @@ class OptunaPruning(keras.callbacks.Callback):
             self.run_results["pruned_at_epoch"] = int(passes) if passes.is_integer() else round(passes, 3)
             self.study.tell(self.trial.number, state=optuna.trial.TrialState.PRUNED)
             self.model.stop_training = True
+
+
+def trial_pruning(sweeper, monitor: str = "val_accuracy", validations_per_epoch: int = 1) -> OptunaPruning:
+    """The pruning callback of a job the Optuna sweeper started (``sweeper``: its ``hydra.sweeper`` node, which
+    names the job's trial and the study's storage)."""
+    from mha_project.extras.optuna.studies import job_trial
+
+    study, trial = job_trial(sweeper)
+    return OptunaPruning(study, trial, monitor=monitor, validations_per_epoch=validations_per_epoch)

@@ -1,4 +1,4 @@
-"""The sweep report's section on an Optuna study (``scripts/sweep_report.py``), registered with the core."""
+"""The sweep report's section on an Optuna study (``scripts/sweep_report.py`` adds it to a sweep that has one)."""
 
 from __future__ import annotations
 

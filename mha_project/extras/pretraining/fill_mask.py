@@ -71,7 +71,7 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
     if not (run_dir / ".hydra" / "config.yaml").is_file():
         raise UserError(f"{run_dir} is not a run directory: no .hydra/config.yaml")
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    source = cfg.pretrain.from_run
+    source = OmegaConf.select(cfg, "pretrain.from_run")
     if source and not (run_dir / STAGE_DIR / MODEL_FILE).is_file():
         raise UserError(
             f"{run_dir} did not pretrain: its encoder came from pretrain.from_run={source}; "
@@ -79,6 +79,6 @@ def fill_mask_in_run(run_dir, text: str, top_k: int = 5) -> list[list[tuple[str,
         )
     if "[mask]" not in text.lower():  # before the model loads: a typo gets its answer at once
         raise UserError(f"text {text!r} has no {MASK_TOKEN}: write {MASK_TOKEN} where a word should be predicted")
-    model = load_masked_lm(run_dir)
+    model = load_masked_lm(run_dir, cfg)
     vectorizer = saved_vectorizer(run_dir / "vocab.txt", cfg.data.vocab_size)
-    return fill_mask(model, TextPreprocessor.of_run(cfg.data, vectorizer), text, top_k)
+    return fill_mask(model, TextPreprocessor(vectorizer, int(cfg.data.seq_len), str(cfg.data.truncation)), text, top_k)

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from mha_project.data.vocabulary import with_reserved_words
 from mha_project.errors import UserError
-from mha_project.extras.pretraining.settings import MASK_TOKEN
+from mha_project.extras.pretraining.config import MASK_TOKEN
 
 
 def with_mask_token(words: list[str], vocab_size: int) -> list[str]:

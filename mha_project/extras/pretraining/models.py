@@ -305,13 +305,13 @@ def replace_with_samples(inputs, targets, weights, sampled):
     return corrupted, tf.cast(corrupted != originals, tf.float32)
 
 
-def build_pretrainer(model_cfg, pretrain_cfg, vocab_size: int, dtype=None):
-    """The stage's model for ``pretrain.objective``, on a backbone shaped as ``model_cfg`` says, with the
-    stage's dropout (and attention dropout 0, Keras's fused attention path): :class:`MaskedLanguageModel`
-    (mlm) or :class:`ReplacedTokenDetector` (electra); built."""
-    backbone = EncoderBackbone.from_model_config(
-        model_cfg, vocab_size, dropout=pretrain_cfg.dropout, attention_dropout=0.0, dtype=dtype
-    )
+def build_pretrainer(backbone_cfg, pretrain_cfg, vocab_size: int):
+    """The stage's model for ``pretrain.objective``, on a backbone as ``backbone_cfg`` (``model.backbone``) builds
+    it, with the stage's dropout (and attention dropout 0): :class:`MaskedLanguageModel` (mlm) or
+    :class:`ReplacedTokenDetector` (electra); built."""
+    from hydra.utils import instantiate
+
+    backbone = instantiate(backbone_cfg, vocab_size=vocab_size, dropout=pretrain_cfg.dropout, attention_dropout=0.0)
     if pretrain_cfg.objective == "mlm":
         model = MaskedLanguageModel(
             backbone, tie_embeddings=pretrain_cfg.tie_embeddings, dtype=backbone.dtype_policy, name="masked_lm"

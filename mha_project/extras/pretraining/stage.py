@@ -1,5 +1,6 @@
-"""The pretraining stage: a masked-LM or ELECTRA stage on the training texts before the classifier's fit, or
-another run's pretrained backbone (``pretrain.from_run``); the classifier starts from its backbone."""
+"""The pretraining stage (``PretrainingStage``, the ``_target_`` of the ``pretrain:`` node, which ``train`` calls
+before the classifier is built): a masked-LM or ELECTRA stage on the training texts, or another run's pretrained
+backbone (``pretrain.from_run``); the classifier starts from its backbone."""
 
 from __future__ import annotations
 
@@ -11,29 +12,25 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from mha_project.cli import plural
-from mha_project.data.pipeline import pipeline_from_cfg
-from mha_project.data.sources import concat_texts, select_texts
+from mha_project.analysis.runs import load_model
+from mha_project.data.texts import concat_texts, select_texts
 from mha_project.data.vocabulary import read_vocabulary
-from mha_project.errors import ConfigError, UserError, typed
-from mha_project.extending import UNLABELED_TEXTS
+from mha_project.errors import ConfigError, RunDirRefused, UserError, typed
 from mha_project.extras.pretraining.fill_mask import fill_mask, perplexity
 from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.extras.pretraining.models import build_pretrainer
-from mha_project.extras.pretraining.settings import uses_pretraining
-from mha_project.run_dir import MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format, recorded
-from mha_project.training.callbacks import tensorboard_callbacks
-from mha_project.training.fitting import fit_resumably, previous_epochs, save_model_atomic, warmup_cosine
-from mha_project.training.history import read_history
-from mha_project.training.hparams import run_label
-from mha_project.training.saving import load_model_safely
+from mha_project.run_dir import MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format, read_record
+from mha_project.training.callbacks import read_history, tensorboard_callbacks
+from mha_project.training.train import fit_resumably, run_label, save_model_atomic, warmup_cosine
 
 log = logging.getLogger(__name__)
 
 
 # The backbone arguments a pretrained run must share with the run that fine-tunes its backbone: all but the
-# vocabulary (checked word for word), the dropout rates (the stage has its own) and cls_token (the pooling).
+# vocabulary (checked word for word) and the dropout rates (the stage has its own).
 ARCHITECTURE_KEYS = (
+    "_target_",
+    "cls_token",
     "max_len",
     "embed_dim",
     "num_layers",
@@ -47,77 +44,82 @@ ARCHITECTURE_KEYS = (
     "sliding_window",
     "norm_first",
     "embedding_norm",
-    "position_encoding",
     "local_conv",
 )
 
 
-class PretrainedBackbone:
-    """The backbone source (``mha_project/extending.py``) of ``pretrain=mlm|electra`` and ``pretrain.from_run``."""
+class PretrainingStage:
+    """``pretrain=mlm|electra``: the encoder pretrained on the training texts first (``objective``), the
+    classifier then starting from its weights; ``pretrain.from_run``: another run's pretrained encoder instead;
+    ``pretrain=none``: neither. Each argument is the ``pretrain.<name>`` key of the same name."""
 
-    def check(self, cfg, inputs) -> None:
-        """``pretrain.from_run``'s encoder and vocabulary fit this run: checked before the record is written."""
-        self.source = check_pretrained_source(cfg, inputs.preprocessor.vectorizer) if cfg.pretrain.from_run else None
+    def __init__(
+        self, objective: str, epochs: int, batch_size: int, lr: float, warmup_fraction: float, weight_decay: float,
+        clipnorm: float, mask_rate: float, dropout: float, tie_embeddings: bool, extra_unlabeled: bool,
+        probe_texts, from_run=None, generator_size=None, discriminator_weight=None,
+    ):  # fmt: skip
+        self.objective, self.epochs, self.batch_size, self.lr = objective, epochs, batch_size, lr
+        self.warmup_fraction, self.weight_decay, self.clipnorm = warmup_fraction, weight_decay, clipnorm
+        self.mask_rate, self.dropout, self.tie_embeddings = mask_rate, dropout, tie_embeddings
+        self.extra_unlabeled, self.probe_texts, self.from_run = extra_unlabeled, list(probe_texts), from_run
+        self.generator_size, self.discriminator_weight = generator_size, discriminator_weight
 
-    def backbone(self, cfg, job, record, inputs, strategy):
-        """Run the stage (recorded as ``pretrained``; a resumed run after it skips it) and return the
-        pretrained backbone with fine-tuning's dropout, or None for a run without pretraining."""
+    def __call__(self, cfg, data, splits, preprocessor, record, strategy):
+        """Run the stage (recorded as ``pretrained``; a resumed run after it skips it) and return the pretrained
+        backbone with fine-tuning's dropout; None for a run without pretraining."""
+        if self.objective == "none" and not self.from_run:
+            return None
         if not record.done("pretrained"):
-            summary = self.source
-            if cfg.pretrain.objective != "none":
-                texts = inputs.data.train_texts  # the training split only: never validation or test
-                if cfg.pretrain.extra_unlabeled:
-                    unlabeled = UNLABELED_TEXTS[cfg.data.name](cfg.data)  # a data source's (extending.py)
-                    if cfg.data.limit is not None:
-                        unlabeled = select_texts(unlabeled, range(min(cfg.data.limit, len(unlabeled))))
+            summary = check_pretrained_source(cfg, preprocessor.vectorizer) if self.from_run else None
+            if self.objective != "none":
+                texts = splits.train_texts  # the training split only: never validation or test
+                if self.extra_unlabeled:
+                    unlabeled = data.unlabeled()
+                    if data.limit is not None:
+                        unlabeled = select_texts(unlabeled, range(min(data.limit, len(unlabeled))))
                     log.info(f"pretraining also on {len(unlabeled)} unlabeled texts")
                     texts = concat_texts(texts, unlabeled)
-                with strategy.scope():
-                    stage_dir = job.run_dir / STAGE_DIR
-                    summary = run_pretraining(cfg, stage_dir, inputs.preprocessor, texts, run_label(job))
+                summary = run_pretraining(self, cfg, data, record, preprocessor, texts)
             record.finish_stage("pretrained", pretrain=summary)
-        if not uses_pretraining(cfg):
-            return None
-        saved = Path(cfg.pretrain.from_run or job.run_dir) / STAGE_DIR / MODEL_FILE
-        with strategy.scope():
-            pretrained = load_model_safely(saved)
-            # The classifier's own initial weights must not depend on whether the stage ran in this process
-            # (a resume after it) or how much randomness it used; runs without it are untouched.
-            keras.utils.set_random_seed(cfg.seed)
-            backbone = pretrained_backbone(pretrained, cfg.model)
+        saved = Path(self.from_run or record.path) / STAGE_DIR / MODEL_FILE
+        pretrained = load_model(saved, cfg)
+        # The classifier's own initial weights must not depend on whether the stage ran in this process (a resume
+        # after it) or how much randomness it used; runs without it are untouched.
+        keras.utils.set_random_seed(cfg.seed)
         log.info(f"backbone initialised from {saved}")
-        return backbone
+        return pretrained_backbone(pretrained, cfg.model.backbone)
 
 
-def pretrained_backbone(pretrainer, model_cfg):
+def pretrained_backbone(pretrainer, backbone_cfg):
     """The classifier's backbone: the pretrained one's shape and weights, with fine-tuning's dropout."""
-    return pretrainer.backbone.clone(dropout=model_cfg.dropout, attention_dropout=model_cfg.get("attention_dropout"))
+    return pretrainer.backbone.clone(dropout=backbone_cfg.dropout, attention_dropout=backbone_cfg.attention_dropout)
 
 
-def run_pretraining(cfg, stage_dir: Path, preprocessor, texts, label: str = "") -> dict:
-    """Train the masked LM on ``texts`` (resuming from ``stage_dir/backup``); save it; return its summary."""
-    pcfg = cfg.pretrain
+def run_pretraining(pcfg: PretrainingStage, cfg, data, record, preprocessor, texts) -> dict:
+    """Train the masked LM on ``texts`` in the run's ``pretrain/`` (resumed as ``record`` resumes a fit); save it;
+    return its summary."""
+    stage_dir = record.path / STAGE_DIR
     stage_dir.mkdir(parents=True, exist_ok=True)
     mask_id = mask_id_of(preprocessor.vectorizer)
-    batches = pipeline_from_cfg(
-        cfg, texts, np.zeros(len(texts), "int32"), preprocessor, shuffle=True, batch_size=int(pcfg.batch_size)
-    )
+    labels = np.zeros(len(texts), "int32")
+    batches = data.pipeline(texts, labels, preprocessor, int(pcfg.batch_size), cfg.seed, shuffle=True)
     dataset = masked_lm_dataset(batches, rate=float(pcfg.mask_rate), mask_id=mask_id, seed=int(cfg.seed))
     steps_per_epoch = int(dataset.cardinality())
     log.info(
-        f"pretraining: {pcfg.objective} on {len(texts)} training texts · {plural(pcfg.epochs, 'epoch')} of "
+        f"pretraining: {pcfg.objective} on {len(texts)} training texts · {pcfg.epochs} epoch(s) of "
         f"{steps_per_epoch} batches · mask rate {pcfg.mask_rate} · tied embeddings {pcfg.tie_embeddings}"
     )
-    model = build_pretrainer(cfg.model, pcfg, preprocessor.vectorizer.vocabulary_size(), dtype=cfg.trainer.precision)
+    model = build_pretrainer(cfg.model.backbone, pcfg, preprocessor.vectorizer.vocabulary_size())
     _compile_pretrainer(model, pcfg, steps_per_epoch)
 
-    previous = previous_epochs(stage_dir)
-    after_csv = _stage_loggers(cfg, stage_dir, preprocessor, log_initial=not previous, label=label)
+    previous = record.previous_epochs(stage_dir)
+    after_csv = _stage_loggers(pcfg, cfg, stage_dir, preprocessor, log_initial=not previous)
     fit = fit_resumably(
         model,
         dataset,
         stage_dir,
         previous,
+        record.backup(stage_dir),
         before_csv=[Perplexity()],
         after_csv=after_csv,
         validation=False,
@@ -162,9 +164,9 @@ def _compile_pretrainer(model, pcfg, steps_per_epoch: int) -> None:
         model.compile(optimizer=optimizer, jit_compile=False)  # a TensorFlow train_step
 
 
-def _stage_loggers(cfg, stage_dir: Path, preprocessor, log_initial: bool, label: str = "") -> list:
+def _stage_loggers(pcfg: PretrainingStage, cfg, stage_dir: Path, preprocessor, log_initial: bool) -> list:
     """The stage's TensorBoard records: what every fit logs, and the probes' [MASK] fills."""
-    pcfg, tb_dir = cfg.pretrain, stage_dir / "tensorboard"
+    tb_dir = stage_dir / "tensorboard"
     probes = [t.replace(MASK_TOKEN, " ") for t in pcfg.probe_texts]
     loggers = tensorboard_callbacks(
         cfg.logger,
@@ -172,7 +174,7 @@ def _stage_loggers(cfg, stage_dir: Path, preprocessor, log_initial: bool, label:
         preprocessor,
         probes,
         classify=False,
-        label=f"masked LM {label}".strip(),
+        label=f"masked LM {run_label()}".strip(),
         log_initial=log_initial,
     )
     if cfg.logger.tensorboard and pcfg.probe_texts:
@@ -203,22 +205,20 @@ def check_pretrained_source(cfg, vectorizer) -> dict:
             f"{shown} has no finished masked-LM stage (no {STAGE_DIR}/{MODEL_FILE}); "
             "pretrain one with: python scripts/train.py pretrain=mlm"
         )
-    record = recorded(source)
+    try:
+        record = read_record(source) or {}
+    except RunDirRefused as err:
+        raise ConfigError(f"pretrain.from_run: {err}") from None
     if record.get("format") != RUN_FORMAT:
         raise ConfigError(f"pretrain.from_run: {other_format(source, record.get('format'))}")
     theirs = OmegaConf.load(config_file)
     for key in ARCHITECTURE_KEYS:
-        there, here = theirs.model[key], cfg.model[key]
+        there, here = theirs.model.backbone[key], cfg.model.backbone[key]
         if there != here:
             raise ConfigError(
-                f"{shown} has another encoder: model.{key}={typed(there)} there, {typed(here)} here; "
+                f"{shown} has another encoder: model.backbone.{key}={typed(there)} there, {typed(here)} here; "
                 "fine-tune with the architecture it was pretrained with"
             )
-    if (theirs.model.pooling == "cls") != (cfg.model.pooling == "cls"):
-        raise ConfigError(
-            f"{shown} has another encoder: model.pooling={theirs.model.pooling} there, {cfg.model.pooling} here "
-            "(a [CLS] position exists only with pooling=cls)"
-        )
     their_vocab = read_vocabulary(source / "vocab.txt")
     our_vocab = vectorizer.get_vocabulary(include_special_tokens=False)
     if their_vocab != our_vocab:

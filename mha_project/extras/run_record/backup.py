@@ -1,8 +1,9 @@
-"""Keras's ``BackupAndRestore``, made to resume exactly: what lets a killed fit go on where it stopped (the
-core's ``fit_resumably`` takes it through ``extending.FIT_BACKUPS``)."""
+"""Keras's ``BackupAndRestore``, made to resume exactly: what lets a killed fit go on where it stopped (a
+:class:`record.ResumableRecord` gives it to every fit), and history.csv trimmed to the epochs it kept."""
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import shutil
@@ -12,12 +13,11 @@ import keras
 import numpy as np
 
 from mha_project.atomic import write_json_atomic
-from mha_project.training.history import backed_up_epochs, trim_history
 
 
 class ResumableBackup(keras.callbacks.BackupAndRestore):
     """``BackupAndRestore(double_checkpoint=True)`` that also survives a kill during the first backup and
-    keeps the random state of the dropout layers.
+    keeps the random state of the dropout layers, so that a resumed fit ends as the fit never killed.
 
     Keras falls back to the previous backup when the latest one is unreadable, but raises when there is
     no previous one (a kill while the first epoch's backup was being written). Then the unreadable
@@ -80,3 +80,30 @@ def _read_json(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
+
+
+def trim_history(path: Path, epochs_done: int) -> list[dict]:
+    """Keep history.csv's header and its rows of epochs 1..``epochs_done``; return them. Rewritten in place
+    (not renamed) because the CSV logger appends to the same file afterwards."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        fields = reader.fieldnames or []
+        all_rows = [r for r in reader if r.get("epoch", "").strip().isdigit()]
+    rows = [r for r in all_rows if int(r["epoch"]) <= epochs_done]
+    if len(rows) != len(all_rows):
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows
+
+
+def backed_up_epochs(backup_dir: Path) -> int:
+    """Epochs completed according to BackupAndRestore's metadata (0 when there is no backup)."""
+    try:
+        return int(json.loads((Path(backup_dir) / "training_metadata.json").read_text())["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0

@@ -16,7 +16,6 @@ from mha_project.atomic import write_text_atomic
 from mha_project.attention.plots import plt, save_figure
 from mha_project.extras.sweep_report.tables import cell, markdown, shown
 from mha_project.errors import UserError
-from mha_project.extending import SWEEP_REPORT_SECTIONS
 
 # Fewer complete trials than this: the report gives no parameter importances (fANOVA on a handful of trials
 # ranks noise).
@@ -229,7 +228,9 @@ def _pooled_keys(jobs: list[dict], plotted: tuple[str, ...]) -> list[str]:
     return sorted(keys, key=lambda k: (k != "seed", k))
 
 
-def write_report(sweep_dir) -> dict:
+def write_report(sweep_dir, sections=()) -> dict:
+    """report.md / .csv / .png of a sweep; ``sections``: more of it, each ``section(sweep_dir) -> {"markdown":
+    ...} or None`` (an Optuna study's trials and importances: scripts/sweep_report.py adds it)."""
     sweep_dir = Path(sweep_dir)
     jobs = collect_jobs(sweep_dir)
     header, rows = to_table(jobs)
@@ -246,12 +247,12 @@ def write_report(sweep_dir) -> dict:
         csv.writer(by_config).writerows([summary[0], *summary[1]])
         write_text_atomic(sweep_dir / "report_by_config.csv", by_config.getvalue())
     write_text_atomic(sweep_dir / "report.csv", buffer.getvalue())
-    sections = [section for section in (add(sweep_dir) for add in SWEEP_REPORT_SECTIONS) if section is not None]
-    for section in sections:  # the extras' (an Optuna study's trials and importances)
+    found = [section for section in (add(sweep_dir) for add in sections) if section is not None]
+    for section in found:
         text += "\n" + section["markdown"]
     write_text_atomic(sweep_dir / "report.md", f"# Sweep report: {sweep_dir.name}\n\n{intro}{text}")
     plotted = plot(jobs, sweep_dir / "report.png")
-    return {"jobs": jobs, "markdown": text, "plot": plotted, "sections": sections}
+    return {"jobs": jobs, "markdown": text, "plot": plotted, "sections": found}
 
 
 def _override_shown(value: str) -> str:

@@ -26,5 +26,3 @@ def table_format(path, key: str = "data.path") -> str:
             f"{', '.join(TABLE_FORMATS)} (CSV, TSV, JSON lines, Parquet)"
         )
     return TABLE_FORMATS[suffix]
-
-

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_project.data.sources import TextData
 from mha_project.errors import ConfigError, UserError, message_line
 from mha_project.extras.tables.formats import PARQUET_EXTRA, TABLE_FORMATS, table_format  # noqa: F401
 
 log = logging.getLogger(__name__)
 CHUNK_ROWS = 65536
+
 
 class TableTexts(Sequence):
     """A table's texts, each stored once (a NumPy array of Python strings; a split is a view of indices into
@@ -211,16 +211,3 @@ def load_table_splits(data_cfg, seed: int):
         )
     keep, held = np.flatnonzero(~test), np.flatnonzero(test)
     return (texts.subset(keep), ids[keep]), (texts.subset(held), ids[held]), class_names
-
-
-class TableData(TextData):
-    """``data=table data.path=FILE``: texts and labels from two columns of a CSV, TSV, JSON-lines or Parquet file;
-    the test split from ``test_path``, or a seeded, stratified ``test_fraction`` of ``path``."""
-
-    def __init__(self, path: str, text_column: str, label_column: str, test_path=None, test_fraction=None, **common):
-        super().__init__(**common)
-        self.path, self.text_column, self.label_column = path, text_column, label_column
-        self.test_path, self.test_fraction = test_path, test_fraction
-
-    def load(self, seed: int):
-        return load_table_splits(self, seed)
