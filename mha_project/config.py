@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError
 
 from mha_project.errors import ConfigError, causes, typed
@@ -255,9 +255,15 @@ def validate_config(cfg: DictConfig) -> None:
     """Raise a one-line ConfigError for the first key that is no setting or whose value is out of range. Each
     typed node is checked by its dataclass: its fields' checks, then its ``check(node, cfg)`` if it has one.
     Touches no file and imports no TensorFlow."""
+    try:
+        cfg.run_dir  # Hydra's output dir, set once a job starts; unset (composed for a check), it is not checked
+    except InterpolationResolutionError:
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            cfg.run_dir = ""
     try:  # reading a value resolves it; a resolver that refuses a value raises ConfigError inside OmegaConf's
         for key in cfg:
-            if key not in ("hydra", "run_dir"):  # Hydra's own node and output dir resolve per job, later
+            if key != "hydra":  # Hydra's own node resolves per job, later
                 value = cfg[key]
                 if OmegaConf.is_config(value):
                     OmegaConf.to_container(value, resolve=True)
@@ -310,7 +316,9 @@ def _check_node(prefix: str, node: DictConfig, schema: type, cfg: DictConfig) ->
             good = False
         if not good:
             key = f"{prefix}{name}"
-            shown = next((short for short, keys in SHORTCUTS.items() if key in keys), key)
+            raw = node._get_node(name)._value()  # `${heads}`: the key a user typed is the one it follows
+            typed_as = re.fullmatch(r"\$\{([\w.]+)\}", raw) if isinstance(raw, str) else None
+            shown = typed_as.group(1) if typed_as else key
             where = "" if shown == key else f" ({key})"
             raise ConfigError(f"{shown}={typed(value)}{where} is invalid: must be {f.metadata['allowed']}")
     check = getattr(schema, "check", None)

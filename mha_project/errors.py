@@ -86,7 +86,9 @@ def printable(text: str) -> str:
 def typed(value) -> str:
     """A config value as a user types it: ``null`` for None.
 
-    >>> typed(None), typed(0.5)
-    ('null', '0.5')
+    >>> typed(None), typed(0.5), typed(False)
+    ('null', '0.5', 'false')
     """
+    if isinstance(value, bool):
+        return str(value).lower()
     return "null" if value is None else str(value)

@@ -99,17 +99,23 @@ def read_record(path: Path) -> dict | None:
     Only a regular file is opened: a FIFO would block its reader forever."""
     file = Path(path) / IDENTITY_FILE
     try:
-        if not stat.S_ISREG(os.stat(file).st_mode):
-            raise ValueError("it is not a regular file")
-        stored = json.loads(file.read_text(encoding="utf-8"))
+        mode = os.stat(file).st_mode
     except FileNotFoundError:
         return None
+    except OSError as err:
+        raise RunDirRefused(f"{file} is damaged: {err.strerror or err}; {RETRAIN}") from None
+    if not stat.S_ISREG(mode):
+        raise RunDirRefused(f"{file} is damaged: it is not a regular file; {RETRAIN}")
+    try:
+        stored = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise RunDirRefused(f"{file} is unreadable ({message_line(err)}); {RETRAIN}") from None
+        raise RunDirRefused(f"{file} is damaged: it is not valid JSON ({message_line(err)}); {RETRAIN}") from None
     found = stored.get("format") if isinstance(stored, dict) else None
     if not isinstance(stored, dict) or (found is not None and (isinstance(found, bool) or not isinstance(found, int))):
-        shown = f"its format is {found!r}" if isinstance(stored, dict) else f"it holds a JSON {type(stored).__name__}"
-        raise RunDirRefused(f"{file} is damaged: {shown}, not a run record; {RETRAIN}")
+        shown = f"its format is {found!r}, not a whole number" if isinstance(stored, dict) else (
+            f"it holds a JSON {type(stored).__name__}, not a run record"
+        )
+        raise RunDirRefused(f"{file} is damaged: {shown}; {RETRAIN}")
     return stored
 
 

@@ -30,7 +30,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from mha_project.config import register_configs, validate_config
+from mha_project.config import validate_config
 from mha_project.errors import UserError
 
 from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
@@ -89,7 +89,6 @@ def main() -> None:
         fail(f"--memory={args.memory} is invalid: must be a number of training steps >= 1")
     if args.epochs < 1:
         fail(f"--epochs={args.epochs} is invalid: must be an integer >= 1")
-    register_configs()
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
             cfg = compose(config_name="train", overrides=args.overrides)

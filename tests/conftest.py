@@ -1,5 +1,4 @@
 import contextlib
-import functools
 import os
 import shutil
 import subprocess
@@ -8,9 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
-
-import mha_project.extras  # noqa: F401  (every extra present registers itself with the core, as in scripts/)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # One thread per TensorFlow op pool, in the workers and the processes they start: the workers already keep every
@@ -28,12 +24,13 @@ from entry import free_port  # noqa: E402  (the tests that start servers import 
 # A model and data small enough for a CI machine with 2 cores: configs/debug/tiny.yaml (heads 2 x key_dim 8,
 # embed 16, 160 examples per split, 1 epoch), the same definition people use with `debug=tiny`.
 TINY = ["debug=tiny"]
+EXTRAS = ROOT / "mha_project" / "extras"
 # The lean profile, for a test that needs none of these artefacts: no attention images, no head view, no SavedModel.
 # (an extra's key only where that extra is present: the core's tests pass without it.)
 QUIET = ["logger.attention.every_n_epochs=0"] + [
     override
-    for extra, override in (("head_view", "head_view.html=false"), ("savedmodel", "export=false"))
-    if extra in mha_project.extras.PRESENT
+    for extra, override in (("head_view", "head_view.html=false"), ("savedmodel", "savedmodel.export=false"))
+    if (EXTRAS / extra).is_dir()
 ]
 TINY_ANY_HEADS = [o for o in TINY if not o.startswith("heads=")]
 
@@ -42,22 +39,35 @@ def compose_cfg(*overrides: str):
     """The config scripts/train.py would run with these overrides, for in-process train(cfg, run_dir)."""
     from hydra import compose, initialize_config_dir
 
-    from mha_project.config import register_configs
-
-    register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return compose("train", overrides=list(overrides))
 
 
-@functools.cache
-def _tiny_model_section() -> dict:
-    return OmegaConf.to_container(compose_cfg(*TINY).model, resolve=True)
+def override(key: str, value) -> str:
+    """``key=value`` as a command line writes it (``null``, ``true``)."""
+    shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+    return f"{key}={shown}"
 
 
-def small_model_config(**changes):
-    """The model section of ``debug=tiny`` (configs/debug/tiny.yaml, composed as the CLI composes it) with
-    ``changes`` on top: the one small model definition the in-process tests build on."""
-    return OmegaConf.create({**_tiny_model_section(), **changes})
+def small_model(vocab_size: int = 20, num_classes: int = 2, *overrides: str, **changes):
+    """The classifier ``debug=tiny`` builds (configs/debug/tiny.yaml, composed as the CLI composes it), with
+    ``overrides`` and ``changes`` (a backbone argument, or the classifier's ``pooling`` / ``dropout``) on top, for
+    ``vocab_size`` token ids and ``num_classes`` classes: the one small model the in-process tests build on."""
+    import dataclasses
+
+    from mha_project.config import BackboneConfig
+    from mha_project.training.train import build_model
+
+    backbone = {f.name for f in dataclasses.fields(BackboneConfig)}
+    changed = [override(f"model.backbone.{k}" if k in backbone else f"model.{k}", v) for k, v in changes.items()]
+    return build_model(compose_cfg(*TINY, *overrides, *changed), vocab_size, num_classes)
+
+
+def splits_of(cfg):
+    """The splits ``train`` would carve from ``cfg``'s data."""
+    from hydra.utils import instantiate
+
+    return instantiate(cfg.data).splits(int(cfg.seed))
 
 
 # Scripts whose own command line the tests drive in process, through the same ``main`` a user runs: the

@@ -6,8 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import event_records, run_script
-from mha_project.attention.scores import attention_entropy, reference_mha
+from conftest import event_records, run_script, small_model
+from mha_project.attention.scores import attention_entropy, attention_scores, reference_mha
 
 CASES = [
     # (num_heads, key_dim, value_dim, use_bias, query_len, key_len, d_model, masked)
@@ -63,6 +63,53 @@ def test_entropy_of_uniform_and_one_hot_rows():
     assert attention_entropy(one_hot, real)[0] == pytest.approx(0.0, abs=1e-9)
 
 
+IDS = np.array([[5, 6, 7, 8, 9, 0, 0], [3, 4, 0, 0, 0, 0, 0]], dtype="int32")
+
+
+def forward_pass_scores(model, ids, monkeypatch) -> list[np.ndarray]:
+    """The scores each MultiHeadAttention returned while ``model`` itself ran on ``ids`` (a spy on its call)."""
+    seen = []
+    original = keras.layers.MultiHeadAttention.call
+
+    def spy(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        seen.append(np.asarray(out[1]))
+        return out
+
+    monkeypatch.setattr(keras.layers.MultiHeadAttention, "call", spy)
+    model(ids, training=False)
+    monkeypatch.setattr(keras.layers.MultiHeadAttention, "call", original)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "overrides, changes",
+    [
+        ((), dict(local_conv=3)),
+        (("model/backbone=rotary",), {}),
+        ((), dict(use_gate=True)),
+        ((), dict(sliding_window=2)),
+        ((), dict(pooling="cls")),
+        ((), dict(norm_first=True)),
+        ((), dict(norm_first=False, num_layers=2)),
+        ((), dict(num_layers=2, local_conv=3, norm_first=True)),
+    ],
+)
+def test_the_tools_scores_are_what_the_models_own_forward_pass_computed(overrides, changes, monkeypatch):
+    # Every tool reads attention_scores: it must give what each MultiHeadAttention returned in model(ids) itself,
+    # whatever runs before the blocks (a convolution, a [CLS] position, rotary positions) and in every layer.
+    keras.utils.set_random_seed(7)
+    model = small_model(20, 2, *overrides, **changes)
+    forward = forward_pass_scores(model, IDS, monkeypatch)
+    tools = attention_scores(model, IDS)
+    assert len(tools) == len(forward) == model.backbone.get_config()["num_layers"]
+    real = np.concatenate([np.ones((2, 1), bool), IDS != 0], axis=1) if changes.get("pooling") == "cls" else IDS != 0
+    for tool, seen in zip(tools, forward):
+        assert tool.shape == seen.shape
+        rows = np.broadcast_to(real[:, None, :, None], tool.shape)  # padding query rows are the tools' zeros
+        np.testing.assert_allclose(tool[rows], seen[rows], atol=1e-6)
+
+
 @pytest.mark.slow
 def test_scores_of_a_trained_run(tiny_run: Path):
     from mha_project.analysis.runs import load_run
@@ -71,8 +118,8 @@ def test_scores_of_a_trained_run(tiny_run: Path):
     run = load_run(tiny_run)
     texts = ["the coffee was great", "bad", "great great tea and more words than the others here"]
     scores, tokens, real = scores_for_texts(run.model, run.preprocessor, texts)
-    heads = run.cfg.model.num_heads
-    assert len(scores) == run.cfg.model.num_layers
+    heads = run.cfg.model.backbone.num_heads
+    assert len(scores) == run.cfg.model.backbone.num_layers
     for s in scores:
         assert s.shape == (3, heads, real.shape[1], real.shape[1])
         sums = s.sum(-1)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mha_project.training.callbacks import BestWeights
-from mha_project.training.stages import best_of, best_row, monitor_mode
+from mha_project.training.train import best_of, best_row, monitor_mode
 
 # Three epochs: accuracy peaks at the second, loss is lowest at the third.
 EPOCHS = [

@@ -6,17 +6,15 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from conftest import OUT_OF_RANGE, ROOT, run_script
-from mha_project.checks import validate_config
-from mha_project.config import register_configs
+from mha_project.config import validate_config
 from mha_project.errors import ConfigError
 
-register_configs()
 CONFIGS = ROOT / "configs"
 
 
 def compose_train(*overrides):
     with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
-        return compose(config_name="train", overrides=list(overrides))
+        return compose(config_name="train", overrides=[*overrides, "run_dir=/tmp/not-written"])
 
 
 def group_options(group: str) -> list[str]:
@@ -26,7 +24,9 @@ def group_options(group: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("group", ["data", "model", "trainer", "logger", "experiment", "hparams_search"])
+@pytest.mark.parametrize(
+    "group", ["data", "model", "model/backbone", "trainer", "trainer/strategy", "logger", "experiment", "hparams_search"]
+)
 def test_every_option_of_every_group_composes(group):
     options = group_options(group)
     if group == "experiment":
@@ -37,11 +37,11 @@ def test_every_option_of_every_group_composes(group):
             overrides.append("data.path=/some/dir")
         cfg = compose_train(*overrides)
         OmegaConf.resolve(cfg)  # every interpolation resolves
-        assert cfg.model.num_heads >= 1
+        assert cfg.model.backbone.num_heads >= 1
 
 
 def test_every_shortcut_sets_the_keys_the_one_map_names():
-    from mha_project.config import SHORTCUTS, schema
+    from mha_project.config import SHORTCUTS, TrainConfig
 
     values = {"heads": 8, "key_dim": 32, "value_dim": 16, "dropout": 0.2, "layers": 3, "embed_dim": 48}
     values |= {"ff_dim": 96, "seq_len": 77, "epochs": 5, "batch_size": 8, "lr": 0.01}
@@ -50,27 +50,29 @@ def test_every_shortcut_sets_the_keys_the_one_map_names():
     for shortcut, keys in SHORTCUTS.items():
         for key in keys:
             assert OmegaConf.select(cfg, key) == values[shortcut], (shortcut, key)
-    fields = {f.name for f in dataclasses.fields(schema())}
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
     assert set(SHORTCUTS) <= fields  # the schema types each shortcut
 
 
-def test_the_hparams_names_and_the_readme_list_follow_the_shortcut_map():
-    from mha_project.config import SHORTCUTS
-    from mha_project.training.hparams import hparam_paths
+def test_the_recorded_hparams_and_the_readme_list_follow_the_shortcut_map():
+    from mha_project.config import SHORTCUTS, hparams_of
 
-    assert all(hparam_paths()[name] == keys[0] for name, keys in SHORTCUTS.items())
+    cfg = compose_train("heads=8", "key_dim=16")
+    recorded = hparams_of(cfg)
+    assert all(recorded[name] == OmegaConf.select(cfg, keys[0]) for name, keys in SHORTCUTS.items() if name != "value_dim")
+    assert (recorded["heads"], recorded["key_dim"], recorded["value_dim"]) == (8, 16, 16)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     listed = readme.split("Shortcuts you type without a group prefix:")[1].split(". Other knobs")[0]
     names = {n.strip("` \n") for n in re.sub(r"\([^)]*\)", "", listed).split(",")}
-    assert names == set(SHORTCUTS) | {"seed", "deterministic", "overwrite", "export"}
+    assert names == set(SHORTCUTS) | {"seed", "deterministic"}
 
 
 def test_shortcuts_reach_the_multi_head_attention_layers():
     from mha_project.model.backbone import encoder_blocks
-    from mha_project.model.classifier import build_classifier
+    from mha_project.training.train import build_model
 
     cfg = compose_train("heads=8", "key_dim=32", "dropout=0.2", "layers=2", "seq_len=16")
-    model = build_classifier(cfg.model, vocab_size=50, num_classes=2)
+    model = build_model(cfg, vocab_size=50, num_classes=2)
     blocks = encoder_blocks(model)
     assert len(blocks) == 2
     for block in blocks:
@@ -89,7 +91,8 @@ def test_wrong_type_is_refused_by_the_schema():
         *((override, override) for override in OUT_OF_RANGE),
         ("trainer.precision=float8", "trainer.precision=float8"),
         ("trainer.monitor=accuracy", "trainer.monitor=accuracy"),
-        ("model.position_encoding=sinusoidal", "model.position_encoding=sinusoidal"),
+        ("model.backbone.embedding_norm=bogus", "model.backbone.embedding_norm=bogus"),
+        ("model.pooling=max", "model.pooling=max"),
         ("data.truncation=middle", "data.truncation=middle"),
     ],
 )
@@ -109,16 +112,22 @@ def test_defaults_are_valid():
 def test_the_schema_holds_types_only_and_every_value_is_in_the_yaml():
     import dataclasses
 
-    from mha_project import config
+    from hydra.core.config_store import ConfigStore
 
-    schemas = [config.DataConfig, config.ModelConfig, config.TrainerConfig, config.AttentionLogConfig]
-    schemas += [config.LoggerConfig, config.TrainConfig]
-    schemas += [extra for extras in config.SETTINGS.values() for extra in extras]  # the extras' settings too
+    def stored(repo):  # every schema in Hydra's ConfigStore: the core's and the extras'
+        for entry in repo.values():
+            if isinstance(entry, dict):
+                yield from stored(entry)
+            elif str(getattr(OmegaConf.get_type(entry.node), "__module__", "")).startswith("mha_project"):
+                yield OmegaConf.get_type(entry.node)
+
+    schemas = set(stored(ConfigStore.instance().repo))
+    assert len(schemas) > 15
     for schema in schemas:
         for f in dataclasses.fields(schema):
             if f.default_factory is not dataclasses.MISSING:
                 assert dataclasses.is_dataclass(f.default_factory()), (schema.__name__, f.name)
-            elif f.name != "tags":  # free-form, never read
+            elif f.name not in ("tags", "backbone"):  # free-form, never read; backbone: its own group's
                 assert f.default == "???", f"{schema.__name__}.{f.name} has a default in config.py: {f.default!r}"
     # ... so every value of a composed config comes from configs/ (a key missing there would raise here)
     for data in ("fine_foods", "imdb", "ag_news", "folder data.path=/some/dir"):
@@ -128,7 +137,7 @@ def test_the_schema_holds_types_only_and_every_value_is_in_the_yaml():
 
 def test_a_padded_batch_too_large_for_memory_is_refused_with_the_number():
     # Attention's memory is estimated up front: seq_len=100000 without bucketing is one line, not an OOM.
-    from mha_project.checks import attention_memory_bytes
+    from mha_project.config import attention_memory_bytes
 
     with pytest.raises(ConfigError, match=r"^seq_len=100000 is invalid with data.bucketing=false here: .* GiB"):
         validate_config(compose_train("seq_len=100000", "data.bucketing=false"))

@@ -1,28 +1,17 @@
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
-
 from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries, make_pipeline, truncate_token_ids
-from mha_project.data.sources import load_dataset
+from mha_project.data.sources import FineFoods
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.errors import ConfigError
 
 
-def data_cfg(**kw):
-    base = dict(
-        name="fine_foods",
-        val_fraction=0.1,
-        limit=None,
-        vocab_size=1000,
-        seq_len=32,
-        bucketing=True,
-    )
-    base.update(kw)
-    return OmegaConf.create(base)
+def fine_foods(**kw):
+    return FineFoods(**{"name": "fine_foods", "val_fraction": 0.1, "vocab_size": 1000, "seq_len": 32, **kw})
 
 
 def test_fine_foods_offline_splits():
-    d = load_dataset(data_cfg(), seed=0)
+    d = fine_foods().splits(seed=0)
     assert d.class_names == ["great", "other"]
     assert (len(d.train_texts), len(d.val_texts), len(d.test_texts)) == (3600, 400, 1000)
     # Train and validation come from disjoint rows: a text in both must occur twice in the source file.
@@ -34,19 +23,19 @@ def test_fine_foods_offline_splits():
     assert all(counts[t] >= 2 for t in set(d.train_texts) & set(d.val_texts))
     assert 0.55 < d.train_labels.mean() < 0.75 or 0.25 < d.train_labels.mean() < 0.45
     # same seed, same split; another seed, another split
-    assert load_dataset(data_cfg(), seed=0).val_texts == d.val_texts
-    assert load_dataset(data_cfg(), seed=1).val_texts != d.val_texts
+    assert fine_foods().splits(seed=0).val_texts == d.val_texts
+    assert fine_foods().splits(seed=1).val_texts != d.val_texts
 
 
 def test_validation_is_carved_from_train_without_overlap():
-    d = load_dataset(data_cfg(), seed=3)
+    d = fine_foods().splits(seed=3)
     train_ids = {id(t) for t in d.train_texts}
     assert not any(id(t) in train_ids for t in d.val_texts)
     assert len(set(d.train_texts) & set(d.val_texts)) < 5  # only texts duplicated in the source data
 
 
 def test_limit_caps_every_split():
-    d = load_dataset(data_cfg(limit=50), seed=0)
+    d = fine_foods(limit=50).splits(seed=0)
     assert (len(d.train_texts), len(d.val_texts), len(d.test_texts)) == (50, 50, 50)
 
 
@@ -129,7 +118,7 @@ def test_pipeline_and_encode_truncate_alike():
 
 def test_a_val_fraction_that_leaves_no_training_texts_is_refused():
     with pytest.raises(ConfigError, match=r"data.val_fraction=0.9999 leaves no training texts: 4000 texts"):
-        load_dataset(data_cfg(val_fraction=0.9999), seed=0)
+        fine_foods(val_fraction=0.9999).splits(seed=0)
 
 
 @pytest.mark.slow

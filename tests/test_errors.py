@@ -21,7 +21,7 @@ from conftest import (
 
 BAD_OVERRIDES = [
     *((override, override) for override in OUT_OF_RANGE),
-    ("model.attention_dropout=1.0", "model.attention_dropout=1.0"),
+    ("model.backbone.attention_dropout=1.0", "model.backbone.attention_dropout=1.0"),
     ("heads=abc", "heads=abc"),
     ("data=nope", "fine_foods"),
     ("+foo=1", "foo is not a setting of this project"),
@@ -29,17 +29,18 @@ BAD_OVERRIDES = [
     # A typo is answered with the setting meant, never with Hydra's advice to add it with '+'.
     ("head=8", "head is not a setting of this project; did you mean heads?"),
     ("+head=8", "head is not a setting of this project; did you mean heads?"),
-    ("model.num_head=8", "did you mean model.num_heads?"),
+    ("model.backbone.num_head=8", "did you mean model.backbone.num_heads"),
     ("debug=default", "tiny"),  # Hydra lists the debug configs there are
     ("seed=-1", "seed=-1 is invalid"),
     ("seed=5000000000", "seed=5000000000 is invalid"),
     ("logger.attention.num_probes=-1", "logger.attention.num_probes=-1 is invalid"),
-    ("data.seq_len=200", "data.seq_len=200 is invalid: must be <= model.max_len=128"),
+    ("data.seq_len=200", "data.seq_len=200 is invalid: must be <= model.backbone.max_len=128"),
     ("logger.profile_batches=[5]", "logger.profile_batches=[5] is invalid"),
     ('logger.attention.probe_texts=[""]', "has '', which has no words"),
     ("logger.attention.probe_texts=['?!...']", "has '?!...', which has no words"),
     ("seq_len=100000 data.bucketing=false", "attention alone would need about"),
-    ("model.position_encoding=rotary key_dim=7", "key_dim=7 is invalid with model.position_encoding=rotary"),
+    ("model/backbone=rotary key_dim=7", "key_dim=7 is invalid with model/backbone=rotary"),
+    ("model.pooling=cls model.backbone.cls_token=false", "model.pooling=cls is invalid with model.backbone.cls_token=false"),
 ]
 
 
@@ -78,13 +79,13 @@ def test_tools_refuse_paths_that_are_not_finished_runs(tmp_path):
 
 def test_lambda_model_is_refused(tmp_path):
     from mha_project.errors import UserError
-    from mha_project.training.saving import load_model_safely
+    from mha_project.analysis.runs import load_model
 
     inputs = keras.Input((3,))
     model = keras.Model(inputs, keras.layers.Lambda(lambda x: x * 2)(inputs))
     model.save(tmp_path / "lambda.keras")
     with pytest.raises(UserError, match="Lambda"):
-        load_model_safely(tmp_path / "lambda.keras")
+        load_model(tmp_path / "lambda.keras")
 
 
 @pytest.mark.slow
@@ -235,7 +236,7 @@ def test_a_backend_that_cannot_train_is_one_line_before_anything_loads(tmp_path,
 
 
 def test_a_missing_backend_names_the_extra_that_brings_it(monkeypatch):
-    from mha_project.checks import validate_config
+    from mha_project.config import validate_config
     from mha_project.errors import ConfigError
 
     monkeypatch.setenv("KERAS_BACKEND", "jax")

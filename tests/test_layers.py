@@ -3,16 +3,15 @@ import numpy as np
 import pytest
 from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
 
-from conftest import small_model_config
+from conftest import small_model
 from mha_project.attention.scores import attention_scores
 from mha_project.model.backbone import encoder_blocks
-from mha_project.model.classifier import build_classifier
 from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
 from mha_project.model.poolings import MaskedMeanPooling
 
 
-def model_cfg(**kw):
-    return small_model_config(max_len=12, num_layers=2, num_heads=4, ff_dim=32, dropout=0.1, **kw)
+def layer_model(vocab_size=20, num_classes=2, **kw):
+    return small_model(vocab_size, num_classes, max_len=12, num_layers=2, num_heads=4, ff_dim=32, dropout=0.1, **kw)
 
 
 IDS = np.array([[5, 6, 7, 8, 0, 0], [3, 4, 0, 0, 0, 0], [9, 9, 9, 9, 9, 9]], dtype="int32")
@@ -29,7 +28,7 @@ def test_encoder_block_shapes_and_scores():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_padding_gets_zero_attention(norm_first):
     keras.utils.set_random_seed(1)
-    model = build_classifier(model_cfg(norm_first=norm_first), vocab_size=20, num_classes=3)
+    model = layer_model(20, 3, norm_first=norm_first)
     for layer_scores in attention_scores(model, IDS):
         real = IDS != 0
         # columns of padding tokens: exactly zero for every query
@@ -43,7 +42,7 @@ def test_padding_gets_zero_attention(norm_first):
 @pytest.mark.parametrize("local_conv", [0, 3])  # the convolution reads padding as zeros, as it reads the edges
 def test_padding_does_not_change_prediction(local_conv):
     keras.utils.set_random_seed(2)
-    model = build_classifier(model_cfg(local_conv=local_conv), vocab_size=20, num_classes=2)
+    model = layer_model(20, 2, local_conv=local_conv)
     short = model.predict(np.array([[5, 6, 7]]), verbose=0)
     padded = model.predict(np.array([[5, 6, 7, 0, 0, 0, 0]]), verbose=0)
     np.testing.assert_allclose(short, padded, atol=1e-5)
@@ -93,13 +92,6 @@ def test_layer_config_round_trip(layer):
     assert clone.get_config() == layer.get_config()
 
 
-def test_a_block_whose_position_encoding_no_extra_gives_is_refused_when_built():
-    # A model saved with an extra's attention (its config names it) and loaded where that extra is absent.
-    block = EncoderBlock(num_heads=2, key_dim=4, ff_dim=6, position_encoding="sinusoidal")
-    with pytest.raises(ValueError, match="position_encoding='sinusoidal' is invalid: must be one of learned"):
-        block(keras.random.normal((1, 3, 8)))
-
-
 def test_sliding_window_keeps_each_token_to_its_neighbours_and_the_gate_adds_a_projection():
     x = keras.random.normal((1, 6, 8), seed=3)
     windowed = EncoderBlock(num_heads=2, key_dim=4, ff_dim=8, sliding_window=2)
@@ -126,7 +118,7 @@ def test_attention_dropout_defaults_to_dropout(attention_dropout, expected):
 @pytest.mark.slow
 def test_model_round_trips_through_keras_file(tmp_path):
     keras.utils.set_random_seed(3)
-    model = build_classifier(model_cfg(value_dim=6, norm_first=True), vocab_size=20, num_classes=4)
+    model = layer_model(20, 4, value_dim=6, norm_first=True)
     before = model.predict(IDS, verbose=0)
     model.save(tmp_path / "m.keras")
     reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
@@ -139,7 +131,7 @@ def test_model_round_trips_through_keras_file(tmp_path):
 @pytest.mark.parametrize("pooling", ["mean_max", "cls"])
 def test_other_poolings_round_trip_and_ignore_padding(tmp_path, pooling):
     keras.utils.set_random_seed(4)
-    model = build_classifier(model_cfg(pooling=pooling), vocab_size=20, num_classes=2)
+    model = layer_model(20, 2, pooling=pooling)
     short = model.predict(np.array([[5, 6, 7]]), verbose=0)
     np.testing.assert_allclose(model.predict(np.array([[5, 6, 7, 0, 0]]), verbose=0), short, atol=1e-5)
     model.save(tmp_path / "m.keras")
@@ -151,7 +143,7 @@ def test_other_poolings_round_trip_and_ignore_padding(tmp_path, pooling):
 
 
 def test_classifier_head_any_number_of_classes():
-    model = build_classifier(model_cfg(), vocab_size=20, num_classes=5)
+    model = layer_model(20, 5)
     probs = model.predict(IDS, verbose=0)
     assert probs.shape == (3, 5)
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
@@ -161,7 +153,7 @@ def test_classifier_head_any_number_of_classes():
 @pytest.mark.parametrize("embedding_norm", ["layer_norm", "sqrt_dim", "none"])
 def test_embedding_norm_round_trips_and_sets_the_first_attentions_input_scale(tmp_path, embedding_norm):
     keras.utils.set_random_seed(5)
-    model = build_classifier(model_cfg(embedding_norm=embedding_norm, embed_dim=32), vocab_size=50, num_classes=2)
+    model = layer_model(50, 2, embedding_norm=embedding_norm, embed_dim=32)
     ids = np.random.default_rng(0).integers(1, 50, size=(8, 12)).astype("int32")
     x = np.asarray(model.backbone.get_layer("embedding")(ids))
     rms = float(np.sqrt(np.mean(x**2)))
@@ -179,29 +171,6 @@ def test_unknown_embedding_norm_is_a_one_line_error():
     allowed = "must be one of layer_norm, sqrt_dim, none"
     with pytest.raises(ValueError, match=f"embedding_norm='bogus' is invalid: {allowed}"):
         TokenAndPositionEmbedding(vocab_size=10, max_len=8, embed_dim=4, embedding_norm="bogus")
-
-
-@pytest.mark.slow
-def test_training_never_requests_attention_scores_and_analysis_does(monkeypatch):
-    # Keras takes its fused dot-product-attention path only when no scores are requested: a spy on
-    # MultiHeadAttention.call records what fit / predict ask for, and what attention_scores asks for.
-    requested = []
-    original = keras.layers.MultiHeadAttention.call
-
-    def spy(self, *args, return_attention_scores=False, **kwargs):
-        requested.append(bool(return_attention_scores))
-        return original(self, *args, return_attention_scores=return_attention_scores, **kwargs)
-
-    monkeypatch.setattr(keras.layers.MultiHeadAttention, "call", spy)
-    model = build_classifier(model_cfg(attention_dropout=0.0), vocab_size=20, num_classes=2)
-    model.compile("adam", "sparse_categorical_crossentropy", run_eagerly=False)
-    model.fit(IDS, np.array([0, 1, 0]), epochs=1, verbose=0)
-    model.predict(IDS, verbose=0)
-    assert requested and not any(requested)  # traced train and predict steps: never
-
-    requested.clear()
-    scores = attention_scores(model, IDS)
-    assert requested == [True, True] and scores[0].shape == (3, 4, 6, 6)
 
 
 # ---- Keras's own layer checks (what keras-hub runs on every layer) ---------------------------------
@@ -314,16 +283,13 @@ def test_encoder_block_returns_scores_in_the_functional_api():
 
 def test_a_bfloat16_classifier_loads_and_predicts_in_a_float32_process(tmp_path):
     # Sub-layers keep the saved layer's dtype policy, whatever the loading process's global policy.
-    from mha_project.training.saving import load_model_safely
+    from mha_project.analysis.runs import load_model
 
-    keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    try:
-        model = build_classifier(model_cfg(embedding_norm="layer_norm"), vocab_size=30, num_classes=2)
-        expected = keras.ops.convert_to_numpy(model(IDS))
-        model.save(tmp_path / "m.keras")
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    loaded = load_model_safely(tmp_path / "m.keras")
+    model = small_model(30, 2, "trainer.precision=mixed_bfloat16", max_len=12, num_layers=2, num_heads=4)
+    expected = keras.ops.convert_to_numpy(model(IDS))
+    model.save(tmp_path / "m.keras")
+    assert keras.mixed_precision.global_policy().name == "float32"
+    loaded = load_model(tmp_path / "m.keras")
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(IDS)), expected, atol=1e-6)
     block = encoder_blocks(loaded)[0]
     assert block.ff_dropout.dtype_policy.name == block.attention.dtype_policy.name == "mixed_bfloat16"

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 def test_benchmark_prints_well_formed_json():
     overrides = [o for o in TINY if not o.startswith("epochs=")]
     result = run_script(
-        "benchmark.py", "--epochs", "2", "--variant", "model.attention_dropout=0 batch_size=16", *overrides
+        "benchmark.py", "--epochs", "2", "--variant", "model.backbone.attention_dropout=0 batch_size=16", *overrides
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -23,10 +23,10 @@ def test_benchmark_prints_well_formed_json():
     # two interleaved rounds, each timing one epoch of (a) and one of (b)
     assert len(report["keras_io_style"]["seconds_per_epoch"]) == len(report["project"]["seconds_per_epoch"]) == 2
     assert len(report["ratio_per_round"]) == 2 and all(r > 0 for r in report["ratio_per_round"])
-    variant = report["variants"]["model.attention_dropout=0 batch_size=16"]
+    variant = report["variants"]["model.backbone.attention_dropout=0 batch_size=16"]
     assert variant["examples_per_second"] > 0 and len(variant["ratio_to_project_per_round"]) == 2
     assert variant["ratio_to_project"] == pytest.approx(variant["examples_per_second"] / b, rel=1e-2)
-    assert report["config"]["seq_len"] == 32 and report["config"]["model"]["num_heads"] == 2
+    assert report["config"]["seq_len"] == 32 and report["config"]["model"]["backbone"]["num_heads"] == 2
     assert report["train_examples"] == 160
     # the padding bound: (a) computes seq_len tokens per text, (b) its bucket's edge (>= its real length)
     project = report["project"]

@@ -1,5 +1,5 @@
 """A run directory as the reading tools and the core's train see it: run.json's format and damage, failure.json's
-reason, the ``latest`` file, what a finished run suggests next (mha_project/run_dir.py)."""
+reason, the ``latest`` file, what a finished run suggests next (mha_project/run_dir.py, training/train.py)."""
 
 import json
 import os
@@ -10,18 +10,16 @@ import pytest
 from conftest import QUIET, TINY, compose_cfg, run_script
 from mha_project.atomic import write_json_atomic
 from mha_project.errors import RunDirRefused, UserError
-from mha_project.training.history import trim_history
 
 
 @pytest.mark.slow
-def test_without_a_run_record_extra_train_uses_only_an_empty_dir_and_records_its_stages(tmp_path, monkeypatch):
-    # The extra's two hooks taken away: how the directory is opened, and the backup every fit keeps.
+def test_without_a_run_record_train_uses_only_an_empty_dir_and_records_its_stages(tmp_path):
+    # The run_record extra left out by config: the core opens only a new or empty directory, and keeps no backup.
     from mha_project.run_dir import RUN_FORMAT, check_run_dir
     from mha_project.training.train import train
 
-    monkeypatch.setattr("mha_project.training.train.RUN_RECORDS", [])
-    monkeypatch.setattr("mha_project.training.fitting.FIT_BACKUPS", [])
-    cfg = compose_cfg(*TINY, *QUIET)
+    cfg = compose_cfg(*TINY, *QUIET, "~run_record")
+    assert "run_record" not in cfg
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
@@ -34,14 +32,6 @@ def test_without_a_run_record_extra_train_uses_only_an_empty_dir_and_records_its
     assert record["results"]["test_accuracy"] == metrics["test_accuracy"]
     assert check_run_dir(tmp_path / "run") == tmp_path / "run"
     assert not (tmp_path / "run" / "backup").exists() and not (tmp_path / "run" / ".lock").exists()
-
-
-def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
-    path = tmp_path / "history.csv"
-    path.write_text("epoch,accuracy\n1,0.5\n2,0.6\n3,0.7\n")  # epochs count from 1
-    rows = trim_history(path, 2)
-    assert [r["epoch"] for r in rows] == ["1", "2"]
-    assert path.read_text().splitlines() == ["epoch,accuracy", "1,0.5", "2,0.6"]
 
 
 def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(tmp_path):
@@ -73,12 +63,11 @@ def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(
 
 
 def test_a_latest_file_naming_no_run_says_so_and_what_it_names(tmp_path):
-    from mha_project.run_dir import check_run_dir
-    from mha_project.training.reporting import point_latest_at
+    from mha_project.run_dir import LATEST_MARK, check_run_dir
 
     runs = tmp_path / "outputs" / "runs"
     (runs / "2026-12-01_10-00-00").mkdir(parents=True)
-    point_latest_at(runs / "2026-12-01_10-00-00")
+    (runs / "latest").write_text(f"2026-12-01_10-00-00\n{LATEST_MARK}\n")
     shutil.rmtree(runs / "2026-12-01_10-00-00")
     with pytest.raises(UserError, match="latest names run 2026-12-01_10-00-00, which is not a directory in"):
         check_run_dir(runs / "latest")
@@ -97,59 +86,10 @@ def test_a_recorded_reason_reaches_the_terminal_without_its_control_characters(t
     assert "disk ?[2J?]0;owned? full" in result.stderr
 
 
-def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_users_file(tmp_path):
-    from mha_project.run_dir import RUN_FORMAT, check_run_dir
-    from mha_project.training.reporting import point_latest_at
-
-    for folder in ("runs", "debug"):  # debug=... runs land in outputs/debug/ and get their own latest
-        runs = tmp_path / "outputs" / folder
-        for name in ("2026-12-01_10-00-00", "2026-12-01_11-00-00"):
-            (runs / name / ".hydra").mkdir(parents=True)
-            point_latest_at(runs / name)
-            assert (runs / "latest").is_file() and not (runs / "latest").is_symlink()  # TensorBoard walks no link
-            assert (runs / "latest").read_text().splitlines()[0] == name  # a name: the outputs folder can move
-        assert sorted(p.name for p in runs.iterdir()) == ["2026-12-01_10-00-00", "2026-12-01_11-00-00", "latest"]
-    # Every tool takes the file where it takes a run dir, and names the run it resolved to.
-    finished = tmp_path / "outputs" / "runs" / "2026-12-01_11-00-00"
-    (finished / ".hydra" / "config.yaml").write_text("seed: 1\n")
-    for name in ("metrics.json", "model.keras", "vocab.txt"):
-        (finished / name).write_text("{}")
-    (finished / "run.json").write_text(json.dumps({"format": RUN_FORMAT}))
-    assert check_run_dir(tmp_path / "outputs" / "runs" / "latest") == finished
-
-    elsewhere = tmp_path / "mine" / "run"
-    elsewhere.mkdir(parents=True)
-    point_latest_at(elsewhere)
-    assert not (elsewhere.parent / "latest").exists()  # only outputs/runs/ and outputs/debug/ get one
-
-    runs = tmp_path / "outputs" / "runs"
-    for users in ("dir", "file", "link"):
-        latest = runs / "latest"
-        if latest.is_dir() and not latest.is_symlink():
-            shutil.rmtree(latest)
-        else:
-            latest.unlink()
-        if users == "dir":
-            latest.mkdir()
-            (latest / "notes.txt").write_text("mine")
-        elif users == "file":
-            latest.write_text("2026-12-01_10-00-00\n")  # one line, but not the project's file
-        else:
-            latest.symlink_to("2026-12-01_10-00-00")
-        before = latest.read_text() if users == "file" else None
-        point_latest_at(runs / "2026-12-01_10-00-00")
-        if users == "dir":
-            assert (latest / "notes.txt").read_text() == "mine"
-        elif users == "file":
-            assert latest.read_text() == before
-        else:
-            assert latest.is_symlink()
-
-
 def test_next_steps_quote_paths_that_need_it_and_fit_the_run(tmp_path):
     import shlex
 
-    from mha_project.training.reporting import next_steps
+    from mha_project.training.train import next_steps
 
     odd = tmp_path / 'my runs <1> "x"'
     steps = next_steps(odd).splitlines()[1:]

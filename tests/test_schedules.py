@@ -2,13 +2,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from omegaconf import OmegaConf
 
-from conftest import small_model_config
+from conftest import TINY, compose_cfg
 from mha_project.data.pipeline import pipeline_from_token_ids
-from mha_project.model.classifier import build_classifier
-from mha_project.training.fitting import compile_classifier, warmup_cosine
 from mha_project.training.schedules import WarmupCosine
+from mha_project.training.train import build_model, compile_model, warmup_cosine
 
 
 @pytest.mark.parametrize(
@@ -41,12 +39,9 @@ def test_warmup_cosine_round_trips_through_keras_serialization():
 def test_the_train_step_is_traced_once_across_fits_and_shapes():
     """Keras creates the optimizer's and metrics' variables inside the first traced step unless they
     exist already, and tf.function then traces the whole step a second time (seconds on a CPU)."""
-    model_cfg = small_model_config(max_len=32, embed_dim=8, num_heads=2, key_dim=4, ff_dim=16, dropout=0.1)
-    trainer_cfg = OmegaConf.create(
-        dict(lr=1e-3, warmup_fraction=0.1, weight_decay=0.01, clipnorm=1.0, jit_compile=False, steps_per_execution=1)
-    )
-    model = build_classifier(model_cfg, vocab_size=50, num_classes=3)
-    compile_classifier(model, trainer_cfg, total_steps=20)
+    cfg = compose_cfg(*TINY, "embed_dim=8", "key_dim=4", "dropout=0.1", "lr=1e-3")
+    model = build_model(cfg, vocab_size=50, num_classes=3)
+    compile_model(model, cfg, total_steps=20)
     traces = []
     step = model.train_step
     model.train_step = lambda data: traces.append(1) or step(data)
@@ -77,7 +72,7 @@ def tf_tensor_value(event):
 def test_schedule_ends_at_zero_when_training_ends_at_long_seq_len(tmp_path):
     # The schedule is sized from the pipeline's real batch count (bucketed batches included), so at a long
     # seq_len the rate still reaches 0 at the last step rather than ending near its peak.
-    from conftest import QUIET, TINY, compose_cfg
+    from conftest import QUIET
     from mha_project.training.train import train
 
     cfg = compose_cfg(*TINY, *QUIET, "seq_len=4096", "epochs=3", "trainer.early_stopping_patience=10")

@@ -1,5 +1,5 @@
-"""The package's shape: the core (mha_project/ without extras/) imports nothing from the extras, and names
-none of them; each extra plugs in through mha_project/extending.py, Keras callbacks or Hydra callbacks."""
+"""The package's shape: the core (mha_project/ without extras/) imports nothing from the extras, and names none of
+them; an extra is chosen by config (its `_target_` nodes, its Hydra callbacks), never by being imported."""
 
 import ast
 from pathlib import Path
@@ -34,17 +34,29 @@ def test_the_core_imports_no_extra_and_names_none():
     assert named == []
 
 
-def test_every_extra_is_a_package_that_imports_alone():
-    import importlib
-    import subprocess
-    import sys
+def test_importing_an_extra_registers_nothing_and_the_package_keeps_no_hook_lists():
+    # Each extra's __init__.py is its docstring alone: an extra plugs in where a config names it.
+    for init in sorted(EXTRAS.glob("*/__init__.py")):
+        body = ast.parse(init.read_text(encoding="utf-8")).body
+        assert len(body) == 1 and isinstance(body[0], ast.Expr), init
+    # No registry: no module-level list or dict filled from elsewhere, no import hook.
+    hooks = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(value, (ast.List, ast.Dict)) and not (value.elts if isinstance(value, ast.List) else value.keys):
+                hooks.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+        assert "meta_path" not in path.read_text(encoding="utf-8") and "MetaPathFinder" not in path.read_text()
+    assert hooks == [] and not (PACKAGE / "extending.py").exists()
 
-    extras = sorted(p.parent.name for p in EXTRAS.glob("*/__init__.py"))
-    for name in extras:
-        importlib.import_module(f"mha_project.extras.{name}")
-    # A fresh process: what an extra registers must not depend on another having been imported first.
-    code = "; ".join(f"import mha_project.extras.{name}" for name in extras[::-1])
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+
+def test_parts_are_built_from_config_and_heads_reaches_the_layer_in_few_files():
+    configs = [*PACKAGE.parent.joinpath("configs").rglob("*.yaml"), *EXTRAS.rglob("configs/**/*.yaml")]
+    targets = sum(text.count("_target_:") for text in (c.read_text(encoding="utf-8") for c in configs))
+    assert targets >= 6
+    assert any("instantiate(" in p.read_text(encoding="utf-8") for p in core_files())
+    naming = [str(p.relative_to(PACKAGE)) for p in core_files() if "num_heads" in p.read_text(encoding="utf-8")]
+    assert len(naming) <= 4, naming
 
 
 def exits_and_prints(path: Path) -> list[str]:
@@ -67,7 +79,7 @@ def test_the_library_raises_and_only_the_entry_points_exit():
     # The two left say why in place: the lines that follow a sweep (Hydra's root logger then writes into its last
     # job's train.log), and a process whose peers never join (JAX would abort it from C++, past any handler).
     assert {path: [f.split(":")[0] for f in found] for path, found in where.items()} == {
-        "training/hydra_callbacks.py": ["print"],
+        "extras/sweep_report/callback.py": ["print"],
         "extras/distribution/devices.py": ["print", "os._exit"],
     }
     assert exits_and_prints(PACKAGE.parent / "scripts" / "entry.py")  # the check finds what it looks for

@@ -31,4 +31,4 @@ def test_submitit_local_launcher_runs_each_job_in_its_own_dir(tmp_path):
 def test_a_sweep_whose_every_job_failed_exits_non_zero(tmp_path):
     result = run_script("train.py", "-m", "heads=0,-1", *TINY, *QUIET, f"hydra.sweep.dir={tmp_path / 's'}")
     assert result.returncode == 1
-    assert "every job of the sweep failed (2 failure.json files" in result.stderr and "Traceback" not in result.stderr
+    assert "every job of the sweep failed (2 jobs in" in result.stderr and "Traceback" not in result.stderr

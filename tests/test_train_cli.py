@@ -52,20 +52,21 @@ def test_run_directory_is_complete(tiny_run: Path):
         "dataset": "fine_foods",
         "embedding_norm": "layer_norm",
         "pooling": "mean",
-        "position_encoding": "learned",
         "local_conv": 0,
-        # every other model option, by its own name (training/hparams.py reads them from the schema)
+        # every other model option, by its own name (config.hparams_of reads them from the model's config)
         "activation": "gelu",
         "use_bias": True,
         "use_gate": False,
         "norm_first": False,
     }
-    # the core's hyper-parameters; an extra records its own beside them (tests/extras/), and nothing else is
-    from mha_project.training.hparams import hparam_paths
+    # the core's hyper-parameters, as the run's recorded config gives them, and nothing else
+    from omegaconf import OmegaConf
+
+    from mha_project.config import hparams_of
 
     assert {name: metrics["hparams"][name] for name in core} == core
     assert "sliding_window" not in metrics["hparams"]  # null (attend to every token) is no HParams value
-    assert set(metrics["hparams"]) <= set(hparam_paths())
+    assert metrics["hparams"] == hparams_of(OmegaConf.load(tiny_run / ".hydra" / "config.yaml"))
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0
     assert metrics["train_examples_per_second"] > 0 and metrics["test_examples"] == 160
     for name in (
@@ -101,7 +102,9 @@ def test_evaluate_reproduces_recorded_test_metrics(tiny_run: Path):
 
 
 def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
-    last = (tiny_run.parent / "stdout.txt").read_text().strip().splitlines()[-3:]
+    lines = (tiny_run.parent / "stdout.txt").read_text().strip().splitlines()
+    at = next(i for i, line in enumerate(lines) if "[mha_project.training.train][INFO] - run dir: " in line)
+    last = lines[at : at + 3]  # train's last lines: what the extras' callbacks add comes after
     assert last[0].endswith(f"[mha_project.training.train][INFO] - run dir: {tiny_run}")  # logged, so in train.log too
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     assert f"[INFO] - test accuracy: {metrics['test_accuracy']:.4f}" in last[1]
@@ -114,21 +117,21 @@ def test_train_prints_run_dir_and_accuracy_last(tiny_run: Path):
 
 @pytest.mark.subprocess
 def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
-    # Importing the package is all Keras needs to load the model, in either order, or through a module of the
-    # project whose own first import is Keras's (README "What a run leaves behind"); the package's import alone
-    # loads no TensorFlow: a fresh interpreter is the behaviour under test.
+    # Importing the project's model package registers its Keras classes: Keras then loads the model in safe mode,
+    # whichever is imported first, or through any of its modules (README "What a run leaves behind"); the package's
+    # own import loads no TensorFlow: a fresh interpreter is the behaviour under test.
     probe = (
         "import sys, mha_project\n"
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
-        "import keras\n"
+        "import keras, mha_project.model\n"
         f"model = keras.saving.load_model({str(tiny_run / 'model.keras')!r}, safe_mode=True)\n"
         "mha = model.backbone.get_layer('encoder_0').attention\n"
         "print(mha.num_heads, mha.key_dim, mha.value_dim, model.backbone.get_layer('embedding').embed_dim)\n"
     )
-    keras_first = probe.replace("import sys, mha_project\n", "import sys, keras, mha_project\n").replace(
+    keras_first = probe.replace("import sys, mha_project\n", "import keras\n").replace(
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n", ""
     )
-    through_a_module = keras_first.replace("import sys, keras, mha_project\n", "from mha_project.model import layers\n")
+    through_a_module = keras_first.replace("import keras, mha_project.model\n", "from mha_project.model import layers\nimport keras\n")
     for code in (probe, keras_first, through_a_module):
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0 and "could not register" not in result.stderr, result.stderr[-2000:]

@@ -21,7 +21,8 @@ from mha_project.errors import UserError, message_line
 from mha_project.model.backbone import encoder_blocks
 from mha_project.run_dir import MODEL_FILE, STAGE_DIR, check_run_dir, no_attention
 
-PACKAGE_PREFIX = "mha_project."  # the only modules a run's config may make a reader import or build
+# The only modules a run's config may make a reader import (this project's) or build (and Keras's own classes).
+PACKAGE_PREFIX, BUILDABLE = "mha_project.", ("mha_project.", "keras.")
 
 
 def recorded_targets(node) -> list[str]:
@@ -44,9 +45,9 @@ def import_recorded_classes(cfg: DictConfig) -> None:
 
 def build_recorded(node):
     """``instantiate(node)`` for a node read from a run directory, whose targets must be this project's own."""
-    outside = [t for t in recorded_targets(node) if not t.startswith(PACKAGE_PREFIX)]
+    outside = [t for t in recorded_targets(node) if not t.startswith(BUILDABLE)]
     if outside:
-        raise UserError(f"refusing to build {outside[0]}: a run's config may name only mha_project's own classes")
+        raise UserError(f"refusing to build {outside[0]}: a run's config may name only mha_project's and Keras's")
     return instantiate(node)
 
 

@@ -87,7 +87,8 @@ def attention_scores(model, token_ids: np.ndarray) -> list[np.ndarray]:
     ``token_ids`` (inference mode). Rows of real tokens sum to 1; columns and rows of padding are 0."""
     backbone = backbone_of(model)
     ids = ops.convert_to_tensor(np.asarray(token_ids, dtype="int32"))
-    scores = backbone.attention_model()(ids, training=False)
+    by_layer = backbone.attention_model()(ids, training=False)
+    scores = [by_layer[f"layer_{i}"] for i in range(len(by_layer))]
     real = np.asarray(ops.convert_to_numpy(backbone.embedding.compute_mask(ids)), dtype=bool)
     # Padding query rows exactly 0 whatever mask path Keras took.
     return [np.asarray(ops.convert_to_numpy(ops.cast(s, "float32"))) * real[:, None, :, None] for s in scores]

@@ -5,7 +5,6 @@ in an extra (TFDS, a folder of .txt files, a table file, the relation tasks), ch
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +15,6 @@ from mha_project.data.pipeline import TextPreprocessor, make_pipeline
 from mha_project.data.texts import select_texts
 from mha_project.data.vocabulary import make_vectorizer, saved_vectorizer, with_reserved_words
 from mha_project.errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -127,10 +124,6 @@ class TextData:
             *take(train_texts, train_labels, train_idx),
             *take(train_texts, train_labels, val_idx),
             *take(test_texts, test_labels, test_idx),
-        )
-        log.info(
-            f"data: {self.name} · classes {splits.class_names} · train {len(splits.train_texts)} · "
-            f"val {len(splits.val_texts)} · test {len(splits.test_texts)}"
         )
         return splits
 

@@ -29,8 +29,8 @@ class EncoderBackbone(keras.Model):
     ...                            key_dim=4, ff_dim=16)
     >>> tuple(backbone(keras.ops.ones((2, 8), "int32")).shape)
     (2, 8, 8)
-    >>> [tuple(s.shape) for s in backbone.attention_model()(keras.ops.ones((2, 8), "int32"))]
-    [(2, 2, 8, 8)]
+    >>> {layer: tuple(s.shape) for layer, s in backbone.attention_model()(keras.ops.ones((2, 8), "int32")).items()}
+    {'layer_0': (2, 2, 8, 8)}
     """
 
     block_class = EncoderBlock  # a subclass may build other blocks (the rotary extra's)
@@ -112,10 +112,10 @@ class EncoderBackbone(keras.Model):
         )
 
     def attention_model(self) -> keras.Model:
-        """Token ids -> every block's attention scores ``(batch, heads, T, T)``: the scores nodes of this
-        model's own graph (Keras's feature-extraction idiom), so what a tool shows is what the forward pass
-        computed, every layer before the blocks included."""
-        return keras.Model(self.input, [encoder_block.output[1] for encoder_block in self.blocks])
+        """Token ids -> ``{"layer_0": scores, ...}``, every block's attention scores ``(batch, heads, T, T)``: the
+        scores nodes of this model's own graph (Keras's feature-extraction idiom), so what a tool shows is what
+        the forward pass computed, every layer before the blocks included."""
+        return keras.Model(self.input, {f"layer_{i}": block.output[1] for i, block in enumerate(self.blocks)})
 
     def clone(self, **changes) -> EncoderBackbone:
         """A backbone of the same shape holding these weights, with ``changes`` (e.g. another dropout rate)."""

@@ -80,6 +80,10 @@ def train_in(cfg: DictConfig, record: RunRecord, strategy) -> dict:
     # 2. Text -> token ids: the splits, the run's vocabulary (a resumed run's own), the pipelines.
     data = instantiate(cfg.data)
     splits = data.splits(cfg.seed)
+    log.info(
+        f"data: {splits.name} · classes {splits.class_names} · train {len(splits.train_texts)} · "
+        f"val {len(splits.val_texts)} · test {len(splits.test_texts)}"
+    )
     resuming = record.stage != "started" or bool(record.previous_epochs(run_dir))
     preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
     save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
@@ -173,11 +177,9 @@ def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
     """``.hydra/config.yaml`` (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra). Hydra is
     told not to write these itself (``hydra.output_subdir: null``): it would, before the run directory's
     identity is checked, and a refused run must leave the old run's record untouched."""
-    from hydra.core.hydra_config import HydraConfig
-
-    write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(cfg))
-    if HydraConfig.initialized():
-        hydra = HydraConfig.get()
+    write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(with_run_dir(cfg, run_dir)))
+    hydra = hydra_job(run_dir)
+    if hydra is not None:
         write_text_atomic(run_dir / ".hydra" / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra}))
         write_text_atomic(run_dir / ".hydra" / "overrides.yaml", OmegaConf.to_yaml(list(hydra.overrides.task)))
 
@@ -263,7 +265,7 @@ def fit_stage(cfg, record: RunRecord, model, train_ds, val_ds, splits, preproces
         run_dir / "tensorboard",
         preprocessor,
         probes,
-        label=run_label(),
+        label=run_label(run_dir),
         labels=labels,
         class_names=splits.class_names,
         profile_batches=tuple(cfg.logger.profile_batches) or 0,  # (start, stop) batches, 0 = off
@@ -417,17 +419,37 @@ def collect_metrics(cfg: DictConfig, record: RunRecord, model, splits) -> dict:
     }
 
 
-def run_label() -> str:
-    """How TensorBoard's Attention tab lists this run: the values typed on the command line (empty outside Hydra)."""
+def hydra_job(run_dir: Path):
+    """Hydra's config of the job running now, when this run is that job (None in a test or a notebook)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
+        return None
+    hydra = HydraConfig.get()
+    output_dir = hydra.runtime.get("output_dir")
+    return hydra if output_dir and Path(output_dir).resolve() == Path(run_dir).resolve() else None
+
+
+def run_label(run_dir: Path) -> str:
+    """How TensorBoard's Attention tab lists this run: the values typed on the command line (empty outside Hydra)."""
+    hydra = hydra_job(run_dir)
+    if hydra is None:
         return ""
-    overrides = [str(o) for o in HydraConfig.get().overrides.task]
+    overrides = [str(o) for o in hydra.overrides.task]
     keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
     return " ".join(
         o for o, key in zip(overrides, keys) if key in SHORTCUTS or key == "seed" or key.startswith("model.")
     )
+
+
+def next_steps(run_dir: Path, attention: bool = True) -> str:
+    """What a learner can do with the finished run, its path quoted for a shell where needed; the attention
+    tool only for a model that has attention."""
+    where = shlex.quote(str(run_dir))
+    steps = [f"python scripts/evaluate.py {where}", f"tensorboard --logdir {where}"]
+    if attention:
+        steps.insert(1, f'python scripts/inspect_attention.py {where} "a sentence of your own"')
+    return "next:\n  " + "\n  ".join(steps)
 
 
 def encoder_blocks_configured(record: RunRecord) -> bool:
@@ -450,11 +472,7 @@ def already_finished(record: RunRecord) -> dict:
 def log_result(record: RunRecord, metrics: dict, finished_before: bool = False, overfit_hint: bool = True) -> None:
     """The run's last lines: where it is, its test accuracy, which epoch was tested and why training stopped."""
     if not finished_before:
-        where = shlex.quote(str(record.path))
-        steps = [f"python scripts/evaluate.py {where}", f"tensorboard --logdir {where}"]
-        if encoder_blocks_configured(record):
-            steps.insert(1, f'python scripts/inspect_attention.py {where} "a sentence of your own"')
-        log.info("next:\n  " + "\n  ".join(steps))
+        log.info(next_steps(record.path, attention=encoder_blocks_configured(record)))
     done = " (already finished; nothing was changed)" if finished_before else ""
     seconds = "" if finished_before else f", {metrics['train_seconds']:.1f}s"
     epochs = metrics["epochs_run"]

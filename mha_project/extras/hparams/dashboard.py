@@ -176,16 +176,17 @@ class SessionStart(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         cfg = OmegaConf.load(self.run_dir / ".hydra" / "config.yaml")
-        log_dir, in_sweep = self.run_dir / "tensorboard", in_a_sweep()
+        log_dir, in_sweep = self.run_dir / "tensorboard", in_a_sweep(self.run_dir)
         if not in_sweep:
             write_experiment(log_dir, cfg, domains=None)
         write_session_start(log_dir, cfg, self.run_dir, in_sweep)
 
 
-def in_a_sweep() -> bool:
-    from hydra.core.hydra_config import HydraConfig
+def in_a_sweep(run_dir) -> bool:
+    from mha_project.training.train import hydra_job
 
-    return HydraConfig.initialized() and HydraConfig.get().mode.name == "MULTIRUN"
+    hydra = hydra_job(run_dir)
+    return hydra is not None and hydra.mode.name == "MULTIRUN"
 
 
 def sweep_params_of(config: DictConfig) -> dict[str, str]:

@@ -32,10 +32,12 @@ class OptunaPruning(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def trial_pruning(sweeper, monitor: str = "val_accuracy", validations_per_epoch: int = 1) -> OptunaPruning:
-    """The pruning callback of a job the Optuna sweeper started (``sweeper``: its ``hydra.sweeper`` node, which
-    names the job's trial and the study's storage)."""
+def trial_pruning(monitor: str = "val_accuracy", validations_per_epoch: int = 1) -> OptunaPruning:
+    """The pruning callback of a job the Optuna sweeper started: its ``hydra.sweeper`` node names the job's trial
+    and the study's storage."""
+    from hydra.core.hydra_config import HydraConfig
+
     from mha_project.extras.optuna.studies import job_trial
 
-    study, trial = job_trial(sweeper)
+    study, trial = job_trial(HydraConfig.get().sweeper)
     return OptunaPruning(study, trial, monitor=monitor, validations_per_epoch=validations_per_epoch)

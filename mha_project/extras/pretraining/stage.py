@@ -174,7 +174,7 @@ def _stage_loggers(pcfg: PretrainingStage, cfg, stage_dir: Path, preprocessor, l
         preprocessor,
         probes,
         classify=False,
-        label=f"masked LM {run_label()}".strip(),
+        label=f"masked LM {run_label(stage_dir.parent)}".strip(),
         log_initial=log_initial,
     )
     if cfg.logger.tensorboard and pcfg.probe_texts:
