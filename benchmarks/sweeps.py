@@ -33,7 +33,7 @@ def sweep(sweep_dir: Path, storage: str, trials: int, *overrides: str) -> subpro
         f"hydra.sweeper.n_trials={trials}",
         "logger.attention.every_n_epochs=0",
         "head_view.html=false",
-        "export=false",
+        "savedmodel.export=false",
         *overrides,
     ]
     log = open(sweep_dir.with_suffix(".log"), "w")  # noqa: SIM115 - the child writes it; closed with the process

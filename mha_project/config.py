@@ -358,11 +358,19 @@ def not_a_setting(key: str) -> str:
 
 def hparams_of(cfg: DictConfig) -> dict:
     """The hyper-parameters a run trained with, by the names a user types (``heads``, ``key_dim``, every other
-    backbone and classifier option by its own name), with the data and seed that tell runs apart; no nulls."""
+    model option by its own name, a part built from a node of its own by its class and its options, e.g.
+    ``ngram_branch: NaiveBayesNgrams``, ``ngram_branch.c``), the optimizer's options, and the data and seed that tell
+    runs apart; no nulls."""
     model = OmegaConf.to_container(cfg.model, resolve=True)
-    backbone = model.pop("backbone", None) or {}
-    values = {**backbone, **model} | {name: OmegaConf.select(cfg, keys[0]) for name, keys in SHORTCUTS.items()}
+    values = {**(model.pop("backbone", None) or {}), **model}
+    for key, node in list(values.items()):
+        if isinstance(node, dict):  # a part of the model built from a node of its own (a bag of n-grams)
+            values[key] = str(node.get("_target_", "")).rpartition(".")[2]
+            values |= {f"{key}.{k}": v for k, v in node.items() if not isinstance(v, dict)}
+    optimizer = OmegaConf.to_container(cfg.optimizer, resolve=True) if "optimizer" in cfg else {}
+    values |= {f"optimizer.{k}": v for k, v in optimizer.items() if not isinstance(v, dict)}
+    values |= {name: OmegaConf.select(cfg, keys[0]) for name, keys in SHORTCUTS.items()}
     values |= {"truncation": cfg.data.truncation, "dataset": cfg.data.name, "seed": cfg.seed}
     if values.get("value_dim") is None:
         values["value_dim"] = values["key_dim"]
-    return {k: v for k, v in values.items() if v is not None and not k.startswith("_") and not isinstance(v, dict)}
+    return {k: v for k, v in values.items() if v is not None and "_" != k.rpartition(".")[2][:1]}

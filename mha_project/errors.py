@@ -73,6 +73,19 @@ def causes(err: BaseException | None):
         err = err.__cause__ or err.__context__
 
 
+def disk_full(err: BaseException) -> bool:
+    """Whether ``err`` (or an exception it was raised from) says the disk or quota is full; TensorFlow and h5py
+    report it as their own error types with the OS's message inside."""
+    import errno
+
+    for cause in causes(err):
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(cause) or "Disk quota exceeded" in str(cause):
+            return True
+    return False
+
+
 def printable(text: str) -> str:
     """``text`` without control characters (a terminal escape sequence in a file name or a recorded reason
     would act on the user's terminal); each is shown as ``?``.

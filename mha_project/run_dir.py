@@ -112,8 +112,10 @@ def read_record(path: Path) -> dict | None:
         raise RunDirRefused(f"{file} is damaged: it is not valid JSON ({message_line(err)}); {RETRAIN}") from None
     found = stored.get("format") if isinstance(stored, dict) else None
     if not isinstance(stored, dict) or (found is not None and (isinstance(found, bool) or not isinstance(found, int))):
-        shown = f"its format is {found!r}, not a whole number" if isinstance(stored, dict) else (
-            f"it holds a JSON {type(stored).__name__}, not a run record"
+        shown = (
+            f"its format is {found!r}, not a whole number"
+            if isinstance(stored, dict)
+            else (f"it holds a JSON {type(stored).__name__}, not a run record")
         )
         raise RunDirRefused(f"{file} is damaged: {shown}; {RETRAIN}")
     return stored

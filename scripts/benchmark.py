@@ -3,7 +3,7 @@
     python scripts/benchmark.py                                   # fine_foods, the default model
     python scripts/benchmark.py data=folder data.path=/tmp/aclImdb seq_len=512 data.limit=2000
     python scripts/benchmark.py --epochs 5 trainer.steps_per_execution=4
-    python scripts/benchmark.py --variant trainer.precision=mixed_bfloat16 --variant model.attention_dropout=0
+    python scripts/benchmark.py --variant trainer.precision=mixed_bfloat16 --variant model.backbone.attention_dropout=0
     python scripts/benchmark.py --time-to-accuracy 0.867 experiment=imdb_fast data=folder data.path=/tmp/aclImdb
     python scripts/benchmark.py --time-to-accuracy 0.867 --repeats 5 experiment=imdb_fast_tail data=folder ...
 

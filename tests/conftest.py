@@ -63,11 +63,11 @@ def small_model(vocab_size: int = 20, num_classes: int = 2, *overrides: str, **c
     return build_model(compose_cfg(*TINY, *overrides, *changed), vocab_size, num_classes)
 
 
-def splits_of(cfg):
-    """The splits ``train`` would carve from ``cfg``'s data."""
+def load_splits(data, seed: int):
+    """The splits ``train`` would carve from a ``data:`` config node with ``seed``."""
     from hydra.utils import instantiate
 
-    return instantiate(cfg.data).splits(int(cfg.seed))
+    return instantiate(data).splits(int(seed))
 
 
 # Scripts whose own command line the tests drive in process, through the same ``main`` a user runs: the

@@ -25,7 +25,8 @@ def group_options(group: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "group", ["data", "model", "model/backbone", "trainer", "trainer/strategy", "logger", "experiment", "hparams_search"]
+    "group",
+    ["data", "model", "model/backbone", "trainer", "trainer/strategy", "logger", "experiment", "hparams_search"],
 )
 def test_every_option_of_every_group_composes(group):
     options = group_options(group)
@@ -59,7 +60,9 @@ def test_the_recorded_hparams_and_the_readme_list_follow_the_shortcut_map():
 
     cfg = compose_train("heads=8", "key_dim=16")
     recorded = hparams_of(cfg)
-    assert all(recorded[name] == OmegaConf.select(cfg, keys[0]) for name, keys in SHORTCUTS.items() if name != "value_dim")
+    assert all(
+        recorded[name] == OmegaConf.select(cfg, keys[0]) for name, keys in SHORTCUTS.items() if name != "value_dim"
+    )
     assert (recorded["heads"], recorded["key_dim"], recorded["value_dim"]) == (8, 16, 16)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     listed = readme.split("Shortcuts you type without a group prefix:")[1].split(". Other knobs")[0]

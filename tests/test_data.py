@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from mha_project.data.pipeline import TextPreprocessor, bucket_boundaries, make_pipeline, truncate_token_ids
 from mha_project.data.sources import FineFoods
 from mha_project.data.vocabulary import make_vectorizer

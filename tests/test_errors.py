@@ -40,7 +40,10 @@ BAD_OVERRIDES = [
     ("logger.attention.probe_texts=['?!...']", "has '?!...', which has no words"),
     ("seq_len=100000 data.bucketing=false", "attention alone would need about"),
     ("model/backbone=rotary key_dim=7", "key_dim=7 is invalid with model/backbone=rotary"),
-    ("model.pooling=cls model.backbone.cls_token=false", "model.pooling=cls is invalid with model.backbone.cls_token=false"),
+    (
+        "model.pooling=cls model.backbone.cls_token=false",
+        "model.pooling=cls is invalid with model.backbone.cls_token=false",
+    ),
 ]
 
 
@@ -78,8 +81,8 @@ def test_tools_refuse_paths_that_are_not_finished_runs(tmp_path):
 
 
 def test_lambda_model_is_refused(tmp_path):
-    from mha_project.errors import UserError
     from mha_project.analysis.runs import load_model
+    from mha_project.errors import UserError
 
     inputs = keras.Input((3,))
     model = keras.Model(inputs, keras.layers.Lambda(lambda x: x * 2)(inputs))

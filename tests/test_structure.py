@@ -44,7 +44,9 @@ def test_importing_an_extra_registers_nothing_and_the_package_keeps_no_hook_list
     for path in PACKAGE.rglob("*.py"):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-            if isinstance(value, (ast.List, ast.Dict)) and not (value.elts if isinstance(value, ast.List) else value.keys):
+            if isinstance(value, (ast.List, ast.Dict)) and not (
+                value.elts if isinstance(value, ast.List) else value.keys
+            ):
                 hooks.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
         assert "meta_path" not in path.read_text(encoding="utf-8") and "MetaPathFinder" not in path.read_text()
     assert hooks == [] and not (PACKAGE / "extending.py").exists()

@@ -131,7 +131,9 @@ def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
     keras_first = probe.replace("import sys, mha_project\n", "import keras\n").replace(
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n", ""
     )
-    through_a_module = keras_first.replace("import keras, mha_project.model\n", "from mha_project.model import layers\nimport keras\n")
+    through_a_module = keras_first.replace(
+        "import keras, mha_project.model\n", "from mha_project.model import layers\nimport keras\n"
+    )
     for code in (probe, keras_first, through_a_module):
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0 and "could not register" not in result.stderr, result.stderr[-2000:]

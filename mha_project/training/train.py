@@ -86,6 +86,14 @@ def train_in(cfg: DictConfig, record: RunRecord, strategy) -> dict:
     )
     resuming = record.stage != "started" or bool(record.previous_epochs(run_dir))
     preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
+    part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
+
+    def batches(texts, labels, shuffle=False, batch_size=cfg.trainer.batch_size, part=(0, 1), text_inputs=None):
+        return data.pipeline(texts, labels, preprocessor, batch_size, cfg.seed, shuffle=shuffle, part=part,
+                             text_inputs=text_inputs)  # fmt: skip
+
+    train_ids = batches(splits.train_texts, splits.train_labels, shuffle=True, part=part)
+    plan = plan_fit(cfg, train_ids, len(splits.train_texts))
     save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
     save_vocabulary(preprocessor.vectorizer, run_dir / VOCAB_FILE)
 
@@ -95,22 +103,18 @@ def train_in(cfg: DictConfig, record: RunRecord, strategy) -> dict:
         if cfg.get("pretrain") is not None:  # a stage that gives the backbone (the pretraining extra)
             backbone = instantiate(cfg.pretrain)(cfg, data, splits, preprocessor, record, strategy)
         model = build_model(cfg, preprocessor.vectorizer.vocabulary_size(), splits.num_classes, backbone)
-    part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
-    text_inputs = getattr(model, "text_inputs", None)  # what else the model reads from the raw text
-
-    def batches(texts, labels, shuffle, batch_size=cfg.trainer.batch_size, part=(0, 1)):
-        return data.pipeline(texts, labels, preprocessor, batch_size, cfg.seed, shuffle=shuffle, part=part,
-                             text_inputs=text_inputs)  # fmt: skip
-
-    train_ds = batches(splits.train_texts, splits.train_labels, shuffle=True, part=part)
+    text_inputs = getattr(model, "text_inputs", None)  # what else the model reads from the raw text (a bag)
+    train_ds = train_ids
+    if text_inputs is not None:
+        train_ds = batches(splits.train_texts, splits.train_labels, True, part=part, text_inputs=text_inputs)
     # Validation on every process: each feeds all of it in batches of batch_size / processes, so each global
     # batch holds every text `processes` times, which leaves accuracy and mean loss unchanged.
-    val_ds = batches(splits.val_texts, splits.val_labels, False, batch_size=cfg.trainer.batch_size // part[1])
-    test_ds = batches(splits.test_texts, splits.test_labels, shuffle=False)
-    plan = plan_fit(cfg, train_ds, len(splits.train_texts))
+    val_ds = batches(splits.val_texts, splits.val_labels, batch_size=cfg.trainer.batch_size // part[1],
+                     text_inputs=text_inputs)  # fmt: skip
+    test_ds = batches(splits.test_texts, splits.test_labels, text_inputs=text_inputs)
     with strategy.scope():
         if hasattr(model, "adapt"):  # what a part learns from the training data before the fit (a bag's ratios)
-            model.adapt(batches(splits.train_texts, splits.train_labels, shuffle=False))
+            model.adapt(batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs))
         summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
         compile_model(model, cfg, plan.total_steps)
     write_text_atomic(run_dir / "model_summary.txt", summary)
@@ -119,9 +123,9 @@ def train_in(cfg: DictConfig, record: RunRecord, strategy) -> dict:
     # 4. fit, with the callbacks that keep the best weights, stop early, log attention, back up, and the config's.
     if not record.done("trained"):
         fit_stage(cfg, record, model, train_ds, val_ds, splits, preprocessor, plan, strategy)
-    local_copy = getattr(strategy, "local_copy", None)  # several processes: this one's copy of the weights
-    if local_copy is not None and local_copy(model) is not model:
-        model = local_copy(model)
+    local = getattr(strategy, "local_copy", lambda model: model)(model)  # several processes: this one's weights
+    if local is not model:
+        model = local
         compile_model(model, cfg, plan.total_steps)
 
     # 5. The test, once, on the best epoch's weights; then model.keras.

@@ -124,7 +124,7 @@ def test_an_unknown_or_unsupported_distribution_is_one_line(tmp_path, override, 
 
 @pytest.mark.slow
 def test_data_parallel_is_keras_distribution_on_jax_and_several_processes_need_batches_that_split(tmp_path):
-    from mha_project.checks import validate_config
+    from mha_project.config import validate_config
     from mha_project.errors import ConfigError
 
     cfg = compose_cfg("trainer.distribution=data_parallel")

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_clean_failure, compose_cfg, run_script, write_folder_dataset
+from conftest import assert_clean_failure, compose_cfg, load_splits, run_script, write_folder_dataset
 from mha_project.data.pipeline import TextPreprocessor, make_pipeline
-from mha_project.data.sources import concat_texts, load_dataset, text_dataset
+from mha_project.data.texts import concat_texts, text_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.errors import ConfigError
 from mha_project.extras.folders.texts import TextFiles, index_text_files, load_unlabeled
@@ -22,7 +22,7 @@ def data_cfg(name="folder", **kw):
 
 def test_folder_dataset_ignores_unsup(tmp_path):
     root = write_folder_dataset(tmp_path / "ds", per_class=10)
-    d = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.2), seed=0)
+    d = load_splits(data_cfg(name="folder", path=str(root), val_fraction=0.2), seed=0)
     assert d.class_names == ["neg", "pos"]
     assert len(d.train_texts) + len(d.val_texts) == 20 and len(d.test_texts) == 20
     for text, label in zip(d.test_texts, d.test_labels):
@@ -35,7 +35,7 @@ def test_folder_dataset_with_disjoint_classes_is_refused(tmp_path):
     (root / "test" / "neg").rename(root / "test" / "bad")
     (root / "test" / "pos").rename(root / "test" / "good")
     with pytest.raises(ConfigError, match="at least 2 class folders present in both"):
-        load_dataset(data_cfg(name="folder", path=str(root)), seed=0)
+        load_splits(data_cfg(name="folder", path=str(root)), seed=0)
 
 
 def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_only_class(tmp_path):
@@ -51,7 +51,7 @@ def test_folder_ignores_hidden_folders_reads_upper_case_txt_and_names_a_test_onl
     warned.emit = records.append
     logging.getLogger("mha_project.extras.folders.layout").addHandler(warned)
     try:
-        d = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.25), seed=0)
+        d = load_splits(data_cfg(name="folder", path=str(root), val_fraction=0.25), seed=0)
     finally:
         logging.getLogger("mha_project.extras.folders.layout").removeHandler(warned)
     assert d.class_names == ["neg", "pos"]
@@ -63,7 +63,7 @@ def test_folder_with_an_unreadable_file_names_the_split(tmp_path):
     root = write_folder_dataset(tmp_path / "d", per_class=4)
     (root / "train" / "pos" / "broken.txt").symlink_to(tmp_path / "nowhere.txt")  # unreadable even for root
     with pytest.raises(ConfigError, match=r"train/ cannot be read"):
-        load_dataset(data_cfg(name="folder", path=str(root)), seed=0)
+        load_splits(data_cfg(name="folder", path=str(root)), seed=0)
 
 
 @pytest.mark.slow
@@ -75,7 +75,7 @@ def test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory(tmp_path
     (root / "train" / "neg" / "bad_bytes.txt").write_bytes(b"awful \xff\xfe coffee")  # not UTF-8
     (root / "train" / "neg" / "more").mkdir()  # Keras walks subfolders too
     (root / "train" / "neg" / "more" / "Nested.TXT").write_text("nested awful")
-    d = load_dataset(data_cfg(name="folder", path=str(root)), seed=0)
+    d = load_splits(data_cfg(name="folder", path=str(root)), seed=0)
     assert isinstance(d.train_texts, TextFiles)  # paths, not texts, are held
     # Same file order as Keras's text_dataset_from_directory (so the seeded split is unchanged).
     keras_ds = keras.utils.text_dataset_from_directory(
@@ -85,7 +85,7 @@ def test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory(tmp_path
     paths, labels = index_text_files(root / "train", d.class_names)
     read = [Path(path).read_bytes().decode("utf-8", errors="replace") for path in paths]
     assert read == in_memory and labels == [int(y) for _, y in keras_ds.as_numpy_iterator()]  # the same order
-    listed = load_dataset(data_cfg(name="folder", path=str(root), val_fraction=0.5), seed=0)
+    listed = load_splits(data_cfg(name="folder", path=str(root), val_fraction=0.5), seed=0)
     assert sorted(listed.train_texts + listed.val_texts) == sorted(in_memory)
     # The pipeline reading files gives the same batches as the same texts held in memory.
     vec = make_vectorizer(list(d.train_texts), vocab_size=50)

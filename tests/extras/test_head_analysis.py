@@ -163,7 +163,7 @@ def test_tiny_run_heads_leave_uniform_only_with_the_embedding_norm(tmp_path):
             "seed=1",
             *QUIET,
             "logger.tensorboard=false",
-            f"model.embedding_norm={scale}",
+            f"model.backbone.embedding_norm={scale}",
         )
         train(cfg, run_dir)
         keras.mixed_precision.set_global_policy("float32")

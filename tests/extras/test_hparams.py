@@ -13,7 +13,7 @@ from mha_project.training.hparams import hparams_of
 
 
 def test_hparams_are_what_was_trained_not_the_shortcuts():
-    cfg = compose_cfg("model.num_heads=8", "model.key_dim=16")
+    cfg = compose_cfg("model.backbone.num_heads=8", "model.backbone.key_dim=16")
     recorded = hparams_of(cfg)
     assert recorded["heads"] == 8 and recorded["key_dim"] == 16
     assert recorded["value_dim"] == 16  # null in the config: Keras uses key_dim, so that is what is recorded
@@ -29,7 +29,7 @@ def test_sweep_values_become_typed_domains():
             "key_dim": "choice(8,16)",
             "layers": "range(1,4)",
             "lr": "interval(0.0001,0.01)",
-            "model.ff_dim": "int(interval(16,64))",
+            "model.backbone.ff_dim": "int(interval(16,64))",
             "data.limit": "100,200",  # not a recorded hyper-parameter
         }
     )

@@ -13,16 +13,34 @@ import pytest
 import tensorflow as tf
 from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
 
-from conftest import QUIET, ROOT, compose_cfg, event_records, run_script, small_model_config, write_folder_dataset
+from conftest import (
+    QUIET,
+    ROOT,
+    compose_cfg,
+    event_records,
+    load_splits,
+    run_script,
+    small_model,
+    write_folder_dataset,
+)
 from mha_project.analysis.runs import load_run
 from mha_project.errors import UserError
 from mha_project.extras.ngrams.layers import NGRAM_IDS, ngram_inputs
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
-from mha_project.model.classifier import build_classifier
-from mha_project.training.fitting import compile_classifier
-from mha_project.training.train import train
+from mha_project.training.train import build_model, compile_model, train
 
 TEXTS = ["great coffee, would buy again", "stale, bitter! and late?", "ok", ""]
+# The wide-and-deep classifier beside the encoder, and the bag alone.
+BRANCH = {"bigram": ["model=wide_deep"], "bigram_alone": ["model=wide_deep", "model.backbone=null"]}
+
+
+def trained(run_dir: Path, *overrides: str) -> dict:
+    """``scripts/train.py`` (in process) with ``overrides``: the run, and what its Hydra callbacks write (export/)."""
+    import json
+
+    result = run_script("train.py", *overrides, f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((run_dir / "metrics.json").read_text())
 
 
 def served_and_kept(run_dir: Path):
@@ -34,13 +52,28 @@ def served_and_kept(run_dir: Path):
 
 @pytest.mark.slow
 def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_further():
-    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_features=64", "lr=0.001")
-    shared, own = (compose_cfg(*overrides, *extra) for extra in ((), ("trainer.ngram_lr=0.1",)))
+    overrides = (
+        "debug=tiny",
+        "model=wide_deep",
+        "model/ngram_branch=mean",
+        "model.ngram_branch.features=64",
+        "lr=0.001",
+    )
+    shared, own = (
+        compose_cfg(*overrides, *extra)
+        for extra in (
+            (),
+            (
+                "optimizer=wide_deep",
+                "optimizer.ngram_lr=0.1",
+            ),
+        )
+    )
     moved = {}
     for name, cfg in (("shared", shared), ("own", own)):
         keras.utils.set_random_seed(0)
-        model = build_classifier(cfg.model, vocab_size=50, num_classes=2)
-        compile_classifier(model, cfg.trainer, total_steps=100)
+        model = build_model(cfg, vocab_size=50, num_classes=2)
+        compile_model(model, cfg, total_steps=100)
         several = isinstance(model.optimizer, keras.optimizers.MultiOptimizer)
         assert several == (name == "own") and (not several or len(model.optimizer.optimizers) == 2)
         table = model.get_layer("ngram_branch").embedding.embeddings
@@ -56,9 +89,9 @@ def test_ngram_lr_gives_the_branch_its_own_optimizer_and_one_step_moves_it_furth
 @pytest.mark.slow
 def test_the_wide_and_deep_run_exports_what_model_keras_answers(tmp_path: Path):
     run_dir = tmp_path / "run"
-    overrides = ("debug=tiny", "model.ngram_branch=bigram", "model.ngram_features=1024", "model.local_conv=3")
-    metrics = train(compose_cfg(*overrides), run_dir)  # the local convolution inside the encoder too
-    assert metrics["hparams"]["ngram_branch"] == "bigram" and metrics["hparams"]["local_conv"] == 3
+    overrides = ("debug=tiny", "model=wide_deep", "model/ngram_branch=mean", "model.ngram_branch.features=1024")
+    metrics = trained(run_dir, *overrides, "model.backbone.local_conv=3")  # a convolution in the encoder too
+    assert metrics["hparams"]["ngram_branch"] == "BagOfNgrams" and metrics["hparams"]["local_conv"] == 3
     served, kept, run = served_and_kept(run_dir)
     np.testing.assert_allclose(served, kept, atol=1e-5)
     branch = run.model.get_layer("ngram_branch")
@@ -71,24 +104,21 @@ def test_the_wide_and_deep_run_exports_what_model_keras_answers(tmp_path: Path):
 @pytest.mark.slow
 @pytest.mark.parametrize("branch", ["bigram", "bigram_alone"])
 def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_exports_them(tmp_path: Path, branch):
-    from mha_project.data.pipeline import pipeline_from_cfg
-    from mha_project.data.sources import load_dataset
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
     run_dir = tmp_path / "run"
-    cfg = compose_cfg(
-        "debug=tiny", f"model.ngram_branch={branch}", "model.ngram_weighting=nb", "model.ngram_features=512"
-    )
-    metrics = train(cfg, run_dir)
-    assert metrics["hparams"]["ngram_weighting"] == "nb" and metrics["test_accuracy"] > 0
+    overrides = ("debug=tiny", *BRANCH[branch], "model/ngram_branch=nb", "model.ngram_branch.features=512")
+    cfg = compose_cfg(*overrides)
+    metrics = trained(run_dir, *overrides)
+    assert metrics["hparams"]["ngram_branch"] == "NaiveBayesNgrams" and metrics["test_accuracy"] > 0
     served, kept, run = served_and_kept(run_dir)
     np.testing.assert_allclose(served, kept, atol=1e-5)  # the SavedModel carries the ratios too
     saved = np.asarray(run.model.get_layer("ngram_branch").ratios)
-    data = load_dataset(cfg.data, cfg.seed)
+    data = load_splits(cfg.data, cfg.seed)
 
     def ratios(texts, labels):
         layer = NaiveBayesNgrams(2, features=512)
-        layer.adapt(pipeline_from_cfg(cfg, texts, labels, run.preprocessor, shuffle=False).as_numpy_iterator())
+        layer.adapt(run.batches(texts, labels).as_numpy_iterator())
         return np.asarray(layer.ratios)
 
     np.testing.assert_allclose(saved, ratios(data.train_texts, data.train_labels), rtol=1e-5, atol=1e-6)
@@ -100,7 +130,7 @@ def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_expor
 @pytest.mark.slow
 def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: Path):
     run_dir = tmp_path / "run"
-    result = run_script("train.py", "debug=tiny", "model.ngram_branch=bigram_alone", "model.ngram_features=1024",
+    result = run_script("train.py", "debug=tiny", "model=wide_deep", "model.backbone=null", "model.ngram_branch.features=1024",
                         f"hydra.run.dir={run_dir}")  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     steps = result.stdout.split("next:")[1]
@@ -116,14 +146,14 @@ def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: 
             "finally:\n    print('tensorflow imported:', 'tensorflow' in sys.modules)\n"
         )
         refused = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert refused.returncode == 2 and "its model is a bag of n-grams without attention" in refused.stderr
+        assert refused.returncode == 2 and "holds a model without attention layers (a bag of n-grams" in refused.stderr
         assert "Traceback" not in refused.stderr and "tensorflow imported: False" in refused.stdout
     served, kept, run = served_and_kept(run_dir)
     np.testing.assert_allclose(served, kept, atol=1e-5)
     assert not any(isinstance(layer, keras.layers.MultiHeadAttention) for layer in run.model._flatten_layers())
     assert not (run_dir / "attention.html").exists()
     assert not [tag for tag in event_records(run_dir / "tensorboard") if tag.startswith(("attention", "head_view"))]
-    with pytest.raises(UserError, match="model.ngram_branch=bigram_alone: its model is a bag of n-grams without"):
+    with pytest.raises(UserError, match="holds a model without attention layers \\(a bag of n-grams alone"):
         load_run(run_dir, needs_attention=True)
 
 
@@ -226,14 +256,19 @@ def test_the_bag_reads_each_distinct_ngram_of_the_raw_text_with_its_count(max_n)
 
 @pytest.mark.slow
 def test_the_bag_reads_the_whole_text_past_seq_len_and_outside_the_vocabulary():
-    from mha_project.data.pipeline import TextPreprocessor, pipeline_from_cfg
+    from hydra.utils import instantiate
+
+    from mha_project.data.pipeline import TextPreprocessor
     from mha_project.data.vocabulary import make_vectorizer
 
-    cfg = compose_cfg("debug=tiny", "model.ngram_branch=bigram", "model.ngram_features=4096", "seq_len=8")
+    cfg = compose_cfg("debug=tiny", "model=wide_deep", "model/ngram_branch=mean", "seq_len=8")
+    model = build_model(cfg, vocab_size=10, num_classes=2)
     vectorizer = make_vectorizer(["good tea good"], vocab_size=10)  # "zymurgy" is no word of it
-    words = TextPreprocessor.of_run(cfg.data, vectorizer)
+    words = TextPreprocessor(vectorizer, 8)
     text = "good tea " * 20 + "zymurgy"
-    ((inputs, label),) = pipeline_from_cfg(cfg, [text], [1], words, shuffle=False).as_numpy_iterator()
+    data = instantiate(cfg.data)
+    batches = data.pipeline([text], [1], words, 4, 0, shuffle=False, text_inputs=model.text_inputs)
+    ((inputs, label),) = batches.as_numpy_iterator()
     assert inputs["token_ids"].shape == (1, 8) and int(label[0]) == 1  # the encoder reads 8 ids
     counts = dict(inputs["ngrams"][0].tolist())
     assert counts[hashed("tea zymurgy")] == 1  # the bag: the text's last bigram
@@ -338,15 +373,15 @@ def test_naive_bayes_ratios_are_one_vs_rest_for_more_classes():
 
 
 @pytest.mark.parametrize(
-    "branch, weighting", [("bigram", "none"), ("bigram_alone", "none"), ("bigram", "nb"), ("bigram_alone", "tfidf")]
+    "branch, weighting", [("bigram", "mean"), ("bigram_alone", "mean"), ("bigram", "nb"), ("bigram_alone", "tfidf")]
 )
 @pytest.mark.slow
 def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting):
-    config = small_model_config(ngram_branch=branch, ngram_features=64, ngram_dim=4, ngram_weighting=weighting)
-    model = build_classifier(config, 50, 2)
+    bag = [f"model/ngram_branch={weighting}", "model.ngram_branch.features=64"]
+    model = small_model(50, 2, *BRANCH[branch], *bag, *(["model.ngram_branch.dim=4"] if weighting == "mean" else []))
     assert (encoder_blocks(model) != []) == (branch == "bigram")
     inputs = {"token_ids": np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32"), **model.text_inputs(TEXTS[:2])}
-    if weighting != "none":  # feature weights and a kernel away from their initial values: the file holds both
+    if weighting != "mean":  # feature weights and a kernel away from their initial values: the file holds both
         model.ngram_branch.adapt([(inputs, np.array([0, 1]))])
         model.ngram_branch.kernel.assign(np.random.default_rng(0).normal(size=model.ngram_branch.kernel.shape))
     model.save(tmp_path / "m.keras")
@@ -363,39 +398,37 @@ def test_a_killed_wide_and_deep_run_resumes_as_the_run_never_killed(tmp_path):
     # training texts) and its own optimizer (MultiOptimizer) resume too.
     from test_run_record_resume import RESUME, sigkill_then_resume
 
-    bag = [
-        "model.ngram_branch=bigram",
-        "model.ngram_weighting=nb",
-        "model.ngram_features=1024",
-        "trainer.ngram_lr=0.01",
-    ]
+    bag = ["model=wide_deep", "model.ngram_branch.features=1024", "optimizer=wide_deep", "optimizer.ngram_lr=0.01"]
     sigkill_then_resume(tmp_path, [*RESUME, *bag])
 
 
 def test_an_ngram_table_larger_than_memory_is_refused_up_front():
-    from mha_project.checks import validate_config
+    from mha_project.config import validate_config
     from mha_project.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="model.ngram_features=1099511627776 is invalid here: its table"):
-        validate_config(compose_cfg("model.ngram_branch=bigram", "model.ngram_features=1099511627776"))
-    validate_config(compose_cfg("model.ngram_branch=bigram"))  # the default table fits
+    with pytest.raises(ConfigError, match="model.ngram_branch.features=1099511627776 is invalid here: its table"):
+        validate_config(compose_cfg("model=wide_deep", "model.ngram_branch.features=1099511627776"))
+    validate_config(compose_cfg("model=wide_deep", "model/ngram_branch=mean"))  # the default table fits
 
 
 def test_a_learning_rate_for_an_absent_bag_is_one_line_before_anything_is_made(tmp_path):
     run_dir = tmp_path / "run"
-    result = run_script("train.py", "trainer.ngram_lr=0.01", f"hydra.run.dir={run_dir}")
+    result = run_script("train.py", "optimizer=wide_deep", "optimizer.ngram_lr=0.01", f"hydra.run.dir={run_dir}")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "trainer.ngram_lr=0.01 is invalid with model.ngram_branch=none" in result.stderr and not run_dir.exists()
+    assert "optimizer.ngram_lr=0.01 is invalid with a model without a bag of n-grams" in result.stderr
+    assert not run_dir.exists()
 
 
-def test_an_objective_for_an_absent_bag_is_refused_in_one_line():
-    from mha_project.checks import validate_config
+def test_an_objective_and_a_loss_that_disagree_are_refused_in_one_line():
+    from mha_project.config import validate_config
     from mha_project.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="model.ngram_objective=one_vs_rest is invalid with model.ngram_branch=none"):
-        validate_config(compose_cfg("model.ngram_objective=one_vs_rest"))
-    with pytest.raises(ConfigError, match="model.ngram_objective=ovr is invalid: must be one of softmax, one_vs_rest"):
-        validate_config(compose_cfg("model.ngram_branch=bigram", "model.ngram_objective=ovr"))
+    for overrides in (["model.objective=one_vs_rest"], ["loss=one_vs_rest"]):
+        with pytest.raises(ConfigError, match="a sigmoid per class trains with loss=one_vs_rest"):
+            validate_config(compose_cfg("model=wide_deep", *overrides))
+    validate_config(compose_cfg("model=wide_deep", "model.objective=one_vs_rest", "loss=one_vs_rest"))
+    with pytest.raises(ConfigError, match="model.objective=ovr is invalid: must be one of softmax, one_vs_rest"):
+        validate_config(compose_cfg("model=wide_deep", "model.objective=ovr"))
 
 
 def test_the_one_vs_rest_loss_is_k_binary_logistic_losses_summed():
@@ -414,16 +447,14 @@ def test_the_one_vs_rest_loss_is_k_binary_logistic_losses_summed():
 def test_a_one_vs_rest_classifier_scores_each_class_and_trains_with_its_loss(tmp_path):
     from mha_project.extras.ngrams.classifier import OneVsRestCrossentropy
 
-    config = small_model_config(
-        ngram_branch="bigram", ngram_features=64, ngram_weighting="nb", ngram_objective="one_vs_rest"
-    )
-    model = build_classifier(config, 50, 3)
+    overrides = ["model=wide_deep", "model.ngram_branch.features=64", "model.objective=one_vs_rest", "loss=one_vs_rest"]
+    model = small_model(50, 3, *overrides)
     inputs = {"token_ids": np.array([[3, 4, 5, 0], [6, 7, 8, 9]], "int32"), **model.text_inputs(TEXTS[:2])}
     model.ngram_branch.adapt([(inputs, np.array([0, 2]))])
     model.ngram_branch.kernel.assign(np.random.default_rng(0).normal(size=model.ngram_branch.kernel.shape))
     scores = np.asarray(model(inputs))
     assert ((scores > 0) & (scores < 1)).all() and not np.allclose(scores.sum(1), 1, atol=1e-3)  # a sigmoid each
-    compile_classifier(model, compose_cfg("debug=tiny").trainer, total_steps=10)
+    compile_model(model, compose_cfg("debug=tiny", *overrides), total_steps=10)
     assert isinstance(model.loss, OneVsRestCrossentropy)
     model.save(tmp_path / "m.keras")
     loaded = keras.models.load_model(tmp_path / "m.keras")
@@ -437,8 +468,8 @@ def test_a_one_vs_rest_bag_on_three_classes_is_evaluated_again_with_the_loss_it_
 
     data = write_folder_dataset(tmp_path / "data", classes=("neg", "pos", "mid"), per_class=40, extra_train=())
     cfg = compose_cfg(
-        "debug=tiny", *QUIET, "data=folder", f"data.path={data}", "model.ngram_branch=bigram_alone",
-        "model.ngram_weighting=nb", "model.ngram_objective=one_vs_rest", "model.ngram_features=4096",
+        "debug=tiny", *QUIET, "data=folder", f"data.path={data}", "model=wide_deep", "model.backbone=null",
+        "model/ngram_branch=nb", "model.objective=one_vs_rest", "loss=one_vs_rest", "model.ngram_branch.features=4096",
     )  # fmt: skip
     metrics = train(cfg, tmp_path / "run")
     again = evaluate_run(tmp_path / "run")
@@ -446,17 +477,16 @@ def test_a_one_vs_rest_bag_on_three_classes_is_evaluated_again_with_the_loss_it_
     assert again["test_accuracy"] == metrics["test_accuracy"] > 0.5  # three classes: chance is 1/3
     # The softmax's cross-entropy of the same scores would be another number: the recorded loss is the OvR one.
     run = load_run(tmp_path / "run")
-    assert run.model.objective == "one_vs_rest" and metrics["hparams"]["ngram_objective"] == "one_vs_rest"
+    assert run.model.objective == "one_vs_rest" and metrics["hparams"]["objective"] == "one_vs_rest"
 
 
 def test_a_run_records_its_ngram_options_as_hyper_parameters():
-    from mha_project.training.hparams import hparams_of
+    from mha_project.config import hparams_of
 
-    recorded = hparams_of(compose_cfg("model.ngram_branch=bigram", "trainer.ngram_lr=0.02"))
-    assert recorded["ngram_branch"] == "bigram" and recorded["ngram_lr"] == 0.02
-    keys = {"ngram_weighting", "ngram_features", "ngram_max_n", "ngram_dim", "ngram_c", "encoder_logit_dropout"}
-    keys |= {"ngram_objective"}
-    assert keys <= set(recorded)
+    recorded = hparams_of(compose_cfg("model=wide_deep", "optimizer=wide_deep", "optimizer.ngram_lr=0.02"))
+    assert recorded["ngram_branch"] == "NaiveBayesNgrams" and recorded["optimizer.ngram_lr"] == 0.02
+    keys = {"ngram_branch.features", "ngram_branch.max_n", "ngram_branch.c", "encoder_logit_dropout", "objective"}
+    assert keys <= set(recorded) and "ngram_branch._partial_" not in recorded
 
 
 def test_choosing_the_fit_on_validation_pairs_runs_by_seed_and_keeps_the_first_of_a_tie():

@@ -219,7 +219,7 @@ def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
         *TINY,
         "pretrain=mlm",
         "layers=2",
-        "model.norm_first=true",
+        "model.backbone.norm_first=true",
         f"model.position_encoding={position_encoding}",
         "pretrain.dropout=0.0",
         "dropout=0.3",
@@ -234,7 +234,7 @@ def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
     assert len(mine) == len(theirs) == len(mlm.backbone.weights)
     for a, b in zip(mine, theirs):
         np.testing.assert_array_equal(a, b)
-    # Fine-tuning's dropout, not the stage's; attention dropout as model.attention_dropout says.
+    # Fine-tuning's dropout, not the stage's; attention dropout as model.backbone.attention_dropout says.
     assert mlm.backbone.arguments["dropout"] == 0.0 and mlm.backbone.arguments["attention_dropout"] == 0.0
     assert classifier.backbone.arguments["dropout"] == 0.3
     assert classifier.backbone.get_layer("encoder_1").dropout == 0.3
@@ -279,7 +279,7 @@ def test_encode_masked_text_and_its_errors():
     ],
 )
 def test_bad_pretrain_values_are_one_line_errors(override, message):
-    from mha_project.checks import validate_config
+    from mha_project.config import validate_config
 
     extra = ["pretrain=mlm"] if "extra_unlabeled" in override else []
     extra = ["pretrain=electra"] if "generator_size" in override else extra
@@ -289,7 +289,7 @@ def test_bad_pretrain_values_are_one_line_errors(override, message):
 
 
 def test_pretrain_from_and_pretrain_mlm_together_are_refused(tmp_path):
-    from mha_project.checks import validate_config
+    from mha_project.config import validate_config
 
     with pytest.raises(ConfigError, match="so this run does not pretrain: drop pretrain=mlm"):
         validate_config(compose_cfg("pretrain=mlm", f"pretrain.from_run={tmp_path}"))
@@ -436,14 +436,14 @@ def test_pretrain_from_reuses_the_encoder_and_checks_it(pretrained_run, tmp_path
 
     with pytest.raises(ConfigError) as err:
         train(compose_cfg(*base, f"pretrain.from_run={source}", "heads=4"), tmp_path / "heads")
-    assert "model.num_heads=2 there, 4 here" in str(err.value)
+    assert "model.backbone.num_heads=2 there, 4 here" in str(err.value)
     with pytest.raises(ConfigError) as err:
         train(compose_cfg(*base, f"pretrain.from_run={source}", "data.vocab_size=300"), tmp_path / "vocab")
     assert "has another vocabulary: 400 tokens from data=fine_foods there, 300 from data=fine_foods here" in str(
         err.value
     )
     with pytest.raises(ConfigError) as err:
-        train(compose_cfg(*base, f"pretrain.from_run={source}", "model.position_encoding=rotary"), tmp_path / "rotary")
+        train(compose_cfg(*base, f"pretrain.from_run={source}", "model/backbone=rotary"), tmp_path / "rotary")
     assert "model.position_encoding=learned there, rotary here" in str(err.value)
     for name in ("heads", "vocab", "rotary"):  # refused before anything was trained there
         assert not (tmp_path / name / "history.csv").exists()

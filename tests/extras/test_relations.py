@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import compose_cfg
-from mha_project.checks import validate_config
+from conftest import compose_cfg, load_splits
+from mha_project.config import validate_config
 from mha_project.errors import ConfigError
 from mha_project.extras.relations.tasks import BAD, GOOD, NUMBERS, TASKS, generate
 
@@ -56,15 +56,27 @@ def test_no_word_and_no_pair_of_neighbours_tells_the_classes_apart(task):
     "overrides, message",
     [
         (["data=relations", "data.task=parity"], r"^data.task=parity is invalid: must be one of marker, successor"),
-        (["data.task=marker"], r"^data.task=marker is read by data=relations only"),
-        (["data=relations", "data.examples=0"], r"^data.examples=0 is invalid: must be null or an integer >= 1"),
-        (["data=relations", "model.sliding_window=0"], r"^model.sliding_window=0 is invalid: must be null or an"),
+        (["data=relations", "data.examples=0"], r"^data.examples=0 is invalid: must be an integer >= 1"),
+        (
+            ["data=relations", "model.backbone.sliding_window=0"],
+            r"^model.backbone.sliding_window=0 is invalid: must be null or an",
+        ),
     ],
 )
 def test_bad_relations_settings_are_refused_in_one_line(overrides, message):
     with pytest.raises(ConfigError, match=message) as err:
         validate_config(compose_cfg(*overrides))
     assert "\n" not in str(err.value)
+
+
+def test_a_relations_key_on_other_data_is_no_setting_of_it():
+    from hydra.errors import ConfigCompositionException
+
+    from mha_project.config import not_a_setting
+
+    with pytest.raises(ConfigCompositionException, match="Could not override 'data.task'"):
+        compose_cfg("data.task=marker")  # the entry point answers it with not_a_setting's one line
+    assert not_a_setting("data.task").startswith("data.task is not a setting of this project")
 
 
 def test_a_head_count_that_does_not_divide_the_width_is_refused_in_one_line():
@@ -93,7 +105,7 @@ def relation_runs(tmp_path_factory) -> dict:
             f"data.task={task}",
             "data.test_examples=1000",
             "heads=2",
-            "export=false",
+            "savedmodel.export=false",
             "logger.attention.every_n_epochs=0",
             *overrides,
         )
@@ -143,7 +155,6 @@ def test_positions_the_rule_does_not_relate_are_followed_by_no_head(relation_run
 def validation_words(run_dir) -> list[list[str]]:
     """The words of the run's first 300 validation texts (those head_patterns reads)."""
     from mha_project.analysis.runs import load_run
-    from mha_project.data.sources import load_dataset
 
     run = load_run(run_dir, needs_attention=True)
-    return [text.split() for text in load_dataset(run.cfg.data, int(run.cfg.seed)).val_texts[:300]]
+    return [text.split() for text in load_splits(run.cfg.data, int(run.cfg.seed)).val_texts[:300]]

@@ -1,21 +1,21 @@
-"""The rotary extra: queries and keys rotated by position inside attention (``model.position_encoding=rotary``)."""
+"""The rotary extra: queries and keys rotated by position inside attention (``model/backbone=rotary``)."""
 
 import keras
 import numpy as np
 import pytest
 from keras.src.testing import TestCase  # Keras's own layer test harness (not public API)
 
-from conftest import compose_cfg, small_model_config
-from mha_project.extras.rotary.attention import RotaryMultiHeadAttention, rotate_positions
+from conftest import compose_cfg, small_model
+from mha_project.extras.rotary.attention import (
+    RotaryEncoderBackbone,
+    RotaryEncoderBlock,
+    RotaryMultiHeadAttention,
+    rotate_positions,
+)
 from mha_project.model.backbone import encoder_blocks
-from mha_project.model.classifier import build_classifier, model_summary
-from mha_project.model.layers import EncoderBlock
+from mha_project.model.classifier import model_summary
 
 IDS = np.array([[5, 6, 7, 8, 0, 0], [3, 4, 0, 0, 0, 0], [9, 9, 9, 9, 9, 9]], dtype="int32")
-
-
-def model_cfg(**kw):
-    return small_model_config(max_len=12, num_layers=2, num_heads=4, ff_dim=32, dropout=0.1, **kw)
 
 
 def test_rotary_positions_rotate_pairs_and_keep_norms():
@@ -53,7 +53,8 @@ def test_rotary_attention_sees_positions_that_plain_attention_cannot():
 @pytest.mark.slow
 def test_rotary_classifier_has_no_position_table_and_round_trips(tmp_path):
     keras.utils.set_random_seed(6)
-    model = build_classifier(model_cfg(position_encoding="rotary", pooling="cls"), vocab_size=20, num_classes=2)
+    model = small_model(20, 2, "model/backbone=rotary", max_len=12, num_layers=2, num_heads=4, ff_dim=32, pooling="cls")
+    assert isinstance(model.backbone, RotaryEncoderBackbone)
     assert not any("position_embedding" in w.path for w in model.weights)
     assert all(isinstance(block.attention, RotaryMultiHeadAttention) for block in encoder_blocks(model))
     assert "each RotaryMultiHeadAttention(num_heads=4, key_dim=8" in model_summary(model)
@@ -62,26 +63,26 @@ def test_rotary_classifier_has_no_position_table_and_round_trips(tmp_path):
     # Word order matters to it (a bag of words would give the same output).
     assert not np.allclose(model.predict(np.array([[7, 6, 5]]), verbose=0), short, atol=1e-6)
     model.save(tmp_path / "m.keras")
-    reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
+    reloaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)  # this module registered its classes
     assert all(isinstance(block.attention, RotaryMultiHeadAttention) for block in encoder_blocks(reloaded))
     np.testing.assert_allclose(reloaded.predict(IDS, verbose=0), model.predict(IDS, verbose=0), atol=1e-6)
 
 
 def test_an_odd_key_dim_is_refused_before_anything_runs():
-    from mha_project.checks import validate_config
+    from mha_project.config import validate_config
     from mha_project.errors import ConfigError
 
     # Refused before anything is written, so the corrected command can use the same run directory.
-    with pytest.raises(ConfigError, match=r"^key_dim=7 is invalid with model.position_encoding=rotary: .* even"):
-        validate_config(compose_cfg("model.position_encoding=rotary", "key_dim=7"))
-    validate_config(compose_cfg("model.position_encoding=rotary", "key_dim=8"))
+    with pytest.raises(ConfigError, match=r"^key_dim=7 is invalid with model/backbone=rotary: .* even"):
+        validate_config(compose_cfg("model/backbone=rotary", "key_dim=7"))
+    validate_config(compose_cfg("model/backbone=rotary", "key_dim=8"))
     validate_config(compose_cfg("key_dim=7"))  # learned positions take any key_dim
 
 
-def test_a_rotary_block_round_trips_its_config():
-    block = EncoderBlock(num_heads=2, key_dim=4, ff_dim=6, position_encoding="rotary", name="e")
+def test_a_rotary_block_round_trips_as_itself():
+    block = RotaryEncoderBlock(num_heads=2, key_dim=4, ff_dim=6, name="e")
     clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(block))
-    assert clone.get_config() == block.get_config() and clone.get_config()["position_encoding"] == "rotary"
+    assert type(clone) is RotaryEncoderBlock and clone.get_config() == block.get_config()
 
 
 class RotaryLayerChecks(TestCase):
@@ -90,8 +91,8 @@ class RotaryLayerChecks(TestCase):
     @pytest.mark.slow
     def test_encoder_block_with_rotary_positions_and_pre_norm(self):
         self.run_layer_test(
-            EncoderBlock,
-            init_kwargs=dict(num_heads=2, key_dim=4, ff_dim=8, position_encoding="rotary", norm_first=True),
+            RotaryEncoderBlock,
+            init_kwargs=dict(num_heads=2, key_dim=4, ff_dim=8, norm_first=True),
             input_shape=(2, 5, 6),
             expected_output_shape=(2, 5, 6),
             expected_num_trainable_weights=16,
@@ -105,6 +106,6 @@ class RotaryLayerChecks(TestCase):
             expected_output_shape=(2, 5, 6),
             expected_num_trainable_weights=8,
             # As in Keras's own MultiHeadAttention test: the harness's training model cannot pass query and
-            # value by name; EncoderBlock's tests train it (position_encoding="rotary").
+            # value by name; RotaryEncoderBlock's test trains it.
             run_training_check=False,
         )

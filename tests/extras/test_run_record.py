@@ -35,8 +35,8 @@ RECORD = (
 
 def cfg(**changes):
     base = {
-        "data": {"name": "fine_foods", "vocab_size": 400},
-        "model": {"num_heads": 2, "dropout": 0.1},
+        "data": {"_target_": "mha_project.data.sources.FineFoods", "name": "fine_foods", "vocab_size": 400},
+        "model": {"_target_": "mha_project.model.classifier.TextClassifier", "backbone": {"num_heads": 2}},
         "trainer": {"lr": 0.002},
         "seed": 1,
         "deterministic": False,
@@ -92,7 +92,7 @@ def test_directory_without_run_json_is_refused_even_with_overwrite(tmp_path):
     for overwrite in (False, True):
         with pytest.raises(UserError, match="no run of mha-project recorded \\(metrics.json\\)") as err:
             open_run_dir(tmp_path, cfg(), overwrite=overwrite)
-        assert "overwrite=true:" in str(err.value) and "add overwrite=true" not in str(err.value)
+        assert "run_record.overwrite=true:" in str(err.value) and "add run_record.overwrite=true" not in str(err.value)
     assert not (tmp_path / "run.json").exists() and (tmp_path / "metrics.json").read_text() == "{}"
 
 
@@ -114,18 +114,18 @@ def test_cli_overwrite_never_deletes_a_users_files(tmp_path):
     for name, text in own.items():
         (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (run_dir / name).write_text(text)
-    for extra in ([], ["overwrite=true"]):
+    for extra in ([], ["run_record.overwrite=true"]):
         result = train_tiny(run_dir, *QUIET, *extra)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
         assert "no run of mha-project recorded (checkpoints, metrics.json, tensorboard)" in result.stderr
-        assert "add overwrite=true" not in result.stderr
+        assert "add run_record.overwrite=true" not in result.stderr
     assert {name: (run_dir / name).read_text() for name in own} == own
     assert not (run_dir / "run.json").exists() and not (run_dir / ".lock").exists()
 
 
 def test_garbage_run_json_is_a_one_line_error(tmp_path):
     (tmp_path / "run.json").write_text("not json")
-    with pytest.raises(UserError, match="run.json is unreadable"):
+    with pytest.raises(UserError, match="run.json is damaged: it is not valid JSON"):
         open_run_dir(tmp_path, cfg())
 
 
@@ -162,7 +162,7 @@ def copy_of(run_dir: Path, tmp_path: Path) -> Path:
     [
         (["lr=1e-12"], "trainer.lr: 0.005 -> 1e-12"),
         (["heads=4", "data.vocab_size=300"], "data.vocab_size: 400 -> 300"),
-        (["model.activation=relux"], "model.activation=relux is invalid"),
+        (["model.backbone.activation=relux"], "model.backbone.activation=relux is invalid"),
     ],
 )
 def test_rerun_with_other_settings_is_refused_and_changes_nothing(finished_run, tmp_path, overrides, named):
@@ -209,7 +209,7 @@ def test_kill_while_saving_resumes_without_training_again(finished_run, tmp_path
 @pytest.mark.slow
 def test_overwrite_true_replaces_the_run(finished_run, tmp_path):
     run_dir = copy_of(finished_run, tmp_path)
-    result = train_tiny(run_dir, *FINISHED, "epochs=1", "overwrite=true")
+    result = train_tiny(run_dir, *FINISHED, "epochs=1", "run_record.overwrite=true")
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["epochs_run"] == 1
@@ -264,7 +264,7 @@ def test_a_run_that_never_trained_can_be_replaced_without_overwrite(tmp_path):
 @pytest.mark.parametrize(
     "overrides,needle",
     [
-        (["model.activation=bogus"], "model.activation=bogus is invalid"),
+        (["model.backbone.activation=bogus"], "model.backbone.activation=bogus is invalid"),
         (["trainer.validations_per_epoch=1000"], "trainer.validations_per_epoch=1000 is invalid"),
     ],
 )
@@ -283,7 +283,7 @@ def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_
 
 def test_overwrite_replaces_a_damaged_run_json_as_the_refusal_says(tmp_path):
     (tmp_path / "run.json").write_text("not json")
-    with pytest.raises(UserError, match="add overwrite=true"):
+    with pytest.raises(UserError, match="add run_record.overwrite=true"):
         open_run_dir(tmp_path, cfg())
     record = open_run_dir(tmp_path, cfg(), overwrite=True)
     assert record.stage == "started"
@@ -310,7 +310,7 @@ def test_a_run_of_another_format_is_refused_in_one_line_by_training_and_by_the_t
         needle = f"holds a run of format {shown}, written by another version of mha-project; this version reads"
         with pytest.raises(UserError, match=re.escape(needle)) as refused:
             open_run_dir(tmp_path, cfg())
-        assert "add overwrite=true" in str(refused.value) and "\n" not in str(refused.value)
+        assert "add run_record.overwrite=true" in str(refused.value) and "\n" not in str(refused.value)
         with pytest.raises(UserError, match=re.escape(needle) + ".*use the release that wrote it"):
             check_run_dir(tmp_path)
     open_run_dir(tmp_path, cfg(), overwrite=True).close()  # overwrite=true replaces it, as the line says
@@ -326,7 +326,7 @@ def test_the_identity_holds_the_backend(monkeypatch):
 
 def test_training_never_opens_a_run_json_that_is_no_regular_file(tmp_path):
     os.mkfifo(tmp_path / "run.json")  # opening a FIFO for reading would wait for a writer forever
-    with pytest.raises(UserError, match=r"run.json is unreadable \(it is not a regular file\)"):
+    with pytest.raises(UserError, match=r"run.json is damaged: it is not a regular file"):
         open_run_dir(tmp_path, cfg())
 
 
@@ -341,3 +341,62 @@ def test_a_sweep_rerun_with_other_settings_into_the_same_dir_is_refused_and_says
     assert "2 job(s) of the sweep were refused" in again.stderr and "trainer.lr: 0.005 -> 0.05" in again.stderr
     assert {p: p.read_bytes() for p in path.glob("*/metrics.json")} == before
     assert not list(path.glob("*/failure.json"))
+
+
+def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
+    from mha_project.extras.run_record.backup import trim_history
+
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,accuracy\n1,0.5\n2,0.6\n3,0.7\n")  # epochs count from 1
+    rows = trim_history(path, 2)
+    assert [r["epoch"] for r in rows] == ["1", "2"]
+    assert path.read_text().splitlines() == ["epoch,accuracy", "1,0.5", "2,0.6"]
+
+
+def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_users_file(tmp_path):
+    from mha_project.extras.run_record.callback import point_latest_at
+    from mha_project.run_dir import RUN_FORMAT, check_run_dir
+
+    for folder in ("runs", "debug"):  # debug=... runs land in outputs/debug/ and get their own latest
+        runs = tmp_path / "outputs" / folder
+        for name in ("2026-12-01_10-00-00", "2026-12-01_11-00-00"):
+            (runs / name / ".hydra").mkdir(parents=True)
+            point_latest_at(runs / name)
+            assert (runs / "latest").is_file() and not (runs / "latest").is_symlink()  # TensorBoard walks no link
+            assert (runs / "latest").read_text().splitlines()[0] == name  # a name: the outputs folder can move
+        assert sorted(p.name for p in runs.iterdir()) == ["2026-12-01_10-00-00", "2026-12-01_11-00-00", "latest"]
+    # Every tool takes the file where it takes a run dir, and names the run it resolved to.
+    finished = tmp_path / "outputs" / "runs" / "2026-12-01_11-00-00"
+    (finished / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    for name in ("metrics.json", "model.keras", "vocab.txt"):
+        (finished / name).write_text("{}")
+    (finished / "run.json").write_text(json.dumps({"format": RUN_FORMAT}))
+    assert check_run_dir(tmp_path / "outputs" / "runs" / "latest") == finished
+
+    elsewhere = tmp_path / "mine" / "run"
+    elsewhere.mkdir(parents=True)
+    point_latest_at(elsewhere)
+    assert not (elsewhere.parent / "latest").exists()  # only outputs/runs/ and outputs/debug/ get one
+
+    runs = tmp_path / "outputs" / "runs"
+    for users in ("dir", "file", "link"):
+        latest = runs / "latest"
+        if latest.is_dir() and not latest.is_symlink():
+            shutil.rmtree(latest)
+        else:
+            latest.unlink()
+        if users == "dir":
+            latest.mkdir()
+            (latest / "notes.txt").write_text("mine")
+        elif users == "file":
+            latest.write_text("2026-12-01_10-00-00\n")  # one line, but not the project's file
+        else:
+            latest.symlink_to("2026-12-01_10-00-00")
+        before = latest.read_text() if users == "file" else None
+        point_latest_at(runs / "2026-12-01_10-00-00")
+        if users == "dir":
+            assert (latest / "notes.txt").read_text() == "mine"
+        elif users == "file":
+            assert latest.read_text() == before
+        else:
+            assert latest.is_symlink()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import QUIET, ROOT, TINY, kill_when, run_script, train_tiny
-from mha_project.training.history import backed_up_epochs
+from mha_project.extras.run_record.backup import backed_up_epochs
 
 RESUME = [
     *TINY,
@@ -64,7 +64,7 @@ def sigkill_then_resume(tmp_path, overrides: list[str]) -> None:
     # TensorFlow state is set), nothing touched.
     history_before = (run_dir / "history.csv").read_bytes()
     other = run_script("train.py", *overrides, f"hydra.run.dir={run_dir}", "dropout=0.5", "lr=0.05")
-    assert other.returncode == 2 and "holds a different run (model.dropout: 0.3 -> 0.5" in other.stderr
+    assert other.returncode == 2 and "holds a different run (model.backbone.dropout: 0.3 -> 0.5" in other.stderr
     assert (run_dir / "history.csv").read_bytes() == history_before
 
     result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -94,33 +94,28 @@ def sigkill_then_resume(tmp_path, overrides: list[str]) -> None:
 
 
 @pytest.mark.slow
-def test_disk_full_while_saving_names_the_stage_even_when_the_failure_handler_fails_too(tmp_path, monkeypatch):
-    # An extra told of the failure (extending.RUN_END) fails on the full disk too: the real failure stays the news.
+def test_disk_full_while_saving_names_the_stage_and_the_same_command_resumes(tmp_path, monkeypatch):
     import errno
 
     import mha_project.training.train
     from conftest import compose_cfg
     from mha_project.errors import UserError
-    from mha_project.extending import RUN_END, SAVED_OUTPUTS
 
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     run_dir = tmp_path / "run"
     cfg = compose_cfg(*TINY, "logger.attention.every_n_epochs=0")
-    SAVED_OUTPUTS.insert(0, no_space)  # what is written beside model.keras (the SavedModel) finds the disk full
-    RUN_END.insert(0, no_space)
-    try:
+    with monkeypatch.context() as full:
+        full.setattr(mha_project.training.train, "save_model_atomic", no_space)  # model.keras finds the disk full
         with pytest.raises(UserError, match="no space left on device while saving the model") as err:
             mha_project.training.train.train(cfg, run_dir)
-    finally:
-        RUN_END.remove(no_space)
-        SAVED_OUTPUTS.remove(no_space)
     assert "stage 'tested'" in str(err.value) and "run the same command again" in str(err.value)
     assert json.loads((run_dir / "run.json").read_text())["stage"] == "tested"
-    (run_dir / "model.keras").unlink()  # space freed: the same command resumes after the last finished stage
-    metrics = mha_project.training.train.train(cfg, run_dir)
+    history = (run_dir / "history.csv").read_bytes()
+    metrics = mha_project.training.train.train(cfg, run_dir)  # space freed: it resumes after the last stage
     assert (run_dir / "model.keras").exists() and metrics["epochs_run"] == 1
+    assert (run_dir / "history.csv").read_bytes() == history  # no epoch trained again
 
 
 @pytest.mark.subprocess
@@ -137,11 +132,12 @@ def test_a_full_disk_through_the_cli_is_one_line_and_the_run_resumes_when_space_
         assert full.returncode == 2, full.stderr[-3000:]
         assert "Traceback" not in full.stderr and "Logging error" not in full.stderr
         assert full.stderr.strip().splitlines()[-1].startswith("error: no space left on device"), full.stderr[-2000:]
-        assert not (run_dir / "metrics.json").exists()
+        assert not (run_dir / "export" / "saved_model.pb").exists()  # the disk filled before the end
         assert subprocess.run(["mount", "-o", "remount,size=8m", str(mount)]).returncode == 0
         resumed = train_tiny(run_dir, "data.limit=200")
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert json.loads((run_dir / "metrics.json").read_text())["epochs_run"] == 1
+        assert (run_dir / "export" / "saved_model.pb").exists() and (run_dir / "attention.html").exists()
         assert not list(run_dir.glob(".tmp-*"))  # nothing half-written left behind
     finally:
         subprocess.run(["umount", "-l", str(mount)])

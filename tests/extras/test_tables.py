@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import QUIET, compose_cfg, event_records, run_script, train_tiny
-from mha_project.checks import validate_config
-from mha_project.data.sources import load_dataset
+from conftest import QUIET, compose_cfg, event_records, load_splits, run_script, train_tiny
+from mha_project.config import validate_config
 from mha_project.errors import ConfigError
 from mha_project.extras.tables.tables import read_table
 
@@ -79,7 +78,7 @@ def test_rows_without_a_text_or_label_are_dropped_with_one_notice(tmp_path):
 def test_integer_labels_are_classes_in_numeric_order(tmp_path):
     frame = pd.DataFrame({"text": [f"word{i} text" for i in range(30)], "label": [10, 2, 1] * 10})
     cfg = compose_cfg("debug=tiny", "data=table", f"data.path={write_table(frame, tmp_path / 't.jsonl')}")
-    data = load_dataset(cfg.data, cfg.seed)
+    data = load_splits(cfg.data, cfg.seed)
     assert data.class_names == ["1", "2", "10"]
 
 
@@ -89,21 +88,21 @@ def test_the_test_split_is_a_seeded_stratified_share_or_a_second_file(tmp_path):
     frame = frame[~((frame.stars == "okay") & (frame.index % 2 == 0))]  # unbalanced: 50 / 50 / 25
     path = write_table(frame, tmp_path / "t.csv")
     cfg = table_cfg(path, "data.limit=null", "data.test_fraction=0.2")
-    data = load_dataset(cfg.data, cfg.seed)
+    data = load_splits(cfg.data, cfg.seed)
     assert np.bincount(data.test_labels).tolist() == [10, 10, 5]  # 20% of each class
     assert len(data.train_texts) + len(data.val_texts) + len(data.test_texts) == len(frame)
     assert not set(data.test_texts) & (set(data.train_texts) | set(data.val_texts))
-    again = load_dataset(cfg.data, cfg.seed)
+    again = load_splits(cfg.data, cfg.seed)
     assert list(again.test_texts) == list(data.test_texts)  # evaluate.py re-reads the same split
-    other = load_dataset(cfg.data, cfg.seed + 1)
+    other = load_splits(cfg.data, cfg.seed + 1)
     assert list(other.test_texts) != list(data.test_texts)
 
     test_file = write_table(review_table(4), tmp_path / "test.parquet")
-    split = load_dataset(table_cfg(path, "data.limit=null", f"data.test_path={test_file}").data, 0)
+    split = load_splits(table_cfg(path, "data.limit=null", f"data.test_path={test_file}").data, 0)
     assert list(split.test_texts) and set(split.test_texts) == set(review_table(4)["review"])
     assert len(split.train_texts) + len(split.val_texts) == len(frame)
     with pytest.raises(ConfigError, match="has label 'okay', which data.path=.* never has"):
-        load_dataset(table_cfg(test_file, f"data.test_path={path}").data, 0)
+        load_splits(table_cfg(test_file, f"data.test_path={path}").data, 0)
 
 
 @pytest.mark.parametrize(
@@ -150,13 +149,13 @@ def test_a_table_of_one_class_is_refused_in_one_line(tmp_path):
     frame = review_table(5)
     frame["stars"] = "great"
     with pytest.raises(ConfigError, match="every training label is 'great'; a classifier needs at least two") as err:
-        load_dataset(table_cfg(write_table(frame, tmp_path / "t.csv")).data, 0)
+        load_splits(table_cfg(write_table(frame, tmp_path / "t.csv")).data, 0)
     assert "\n" not in str(err.value)
     # 1 and "1" in JSON lines are one class, "1": refused too.
     rows = [{"review": f"text {i}", "stars": 1 if i % 2 else "1"} for i in range(20)]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     with pytest.raises(ConfigError, match="every training label is '1'"):
-        load_dataset(table_cfg(tmp_path / "t.jsonl").data, 0)
+        load_splits(table_cfg(tmp_path / "t.jsonl").data, 0)
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
@@ -179,10 +178,10 @@ def test_a_text_column_of_lists_the_label_as_text_and_the_training_file_as_test_
     with pytest.raises(ConfigError, match="column 'words' holds ndarray values such as .*not texts"):
         read_table(path, "words", "stars")
     with pytest.raises(ConfigError, match="data.text_column=stars is data.label_column too"):
-        load_dataset(table_cfg(path, "data.text_column=stars").data, 0)
+        load_splits(table_cfg(path, "data.text_column=stars").data, 0)
     (tmp_path / "same.parquet").symlink_to(path)
     with pytest.raises(ConfigError, match=r"data.test_path=.*same.parquet is data.path: the test would score"):
-        load_dataset(table_cfg(path, f"data.test_path={tmp_path / 'same.parquet'}").data, 0)
+        load_splits(table_cfg(path, f"data.test_path={tmp_path / 'same.parquet'}").data, 0)
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +210,7 @@ def test_a_table_run_pretrains_logs_probes_draws_the_head_view_and_evaluates(tab
     assert metrics["class_names"] == ["bad", "good"] and metrics["dataset"] == "table"
     assert (run_dir / "pretrain" / "model.keras").is_file()
     assert "great" in (run_dir / "attention.html").read_text()  # probes are validation rows of the table
-    assert {"attention/layer_0", "head_view/probe_0/weights/0"} <= set(event_records(run_dir / "tensorboard"))
+    assert {"attention/layer_0", "attention_weights/probe_0/weights/0"} <= set(event_records(run_dir / "tensorboard"))
     result = run_script("evaluate.py", str(run_dir))
     assert result.returncode == 0, result.stderr[-2000:]
     assert (

@@ -13,7 +13,7 @@ from conftest import TINY_ANY_HEADS, drive_head_view, poll, run_script, tensorbo
 from mha_project.extras.head_view import PLUGIN_NAME
 
 # The tab reads what the fit logs: neither the SavedModel nor attention.html is made for it.
-NO_FILES = ["export=false", "head_view.html=false"]
+NO_FILES = ["savedmodel.export=false", "head_view.html=false"]
 LONG_PROBE = " ".join(["the coffee was great but the tea"] * 80)  # 560 words: 512 tokens at seq_len=512
 
 
@@ -49,7 +49,7 @@ def write_malformed_summary(logdir: Path) -> None:
 
     with tf.summary.create_file_writer(str(logdir)).as_default():
         tf.summary.write(
-            "head_view/probe_notanint/weights", tf.zeros((1, 1, 2, 2), "uint8"), step=0, metadata=_metadata({})
+            "attention_weights/probe_notanint/weights", tf.zeros((1, 1, 2, 2), "uint8"), step=0, metadata=_metadata({})
         )
 
 
@@ -202,7 +202,9 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
     foreign = _metadata({})
     foreign.plugin_data.content = b"not json"
     with tf.summary.create_file_writer(str(tmp_path / "foreign")).as_default():
-        tf.summary.write("head_view/probe_0/weights/0", tf.zeros((1, 1, 2, 2), "uint8"), step=0, metadata=foreign)
+        tf.summary.write(
+            "attention_weights/probe_0/weights/0", tf.zeros((1, 1, 2, 2), "uint8"), step=0, metadata=foreign
+        )
     multiplexer = plugin_event_multiplexer.EventMultiplexer()
     multiplexer.AddRunsFromDirectory(str(tmp_path))
     multiplexer.Reload()
@@ -219,7 +221,9 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
     client = Client(plugin.get_plugin_apps()["/data"])
     answer = json.loads(client.get("/?run=run&step=17").get_data())
     assert [item["caption"] for item in answer] == ["epoch 17", "epoch 17"] and answer[0]["tokens"] == tokens
-    assert asked == [sorted(f"head_view/probe_{k}/{kind}/17" for k in (0, 1) for kind in ("weights", "caption"))]
+    assert asked == [
+        sorted(f"attention_weights/probe_{k}/{kind}/17" for k in (0, 1) for kind in ("weights", "caption"))
+    ]
     runs = json.loads(Client(plugin.get_plugin_apps()["/runs"]).get("/").get_data())
     assert [{k: v for k, v in r.items() if k != "last"} for r in runs] == [
         {"run": "run", "label": "heads=2", "probes": 2, "steps": list(range(30))}

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from conftest import assert_clean_failure, compose_cfg, run_script
+from conftest import assert_clean_failure, compose_cfg, load_splits, run_script
 from mha_project.data.pipeline import TextPreprocessor, make_pipeline
-from mha_project.data.sources import ChainedTexts, concat_texts, load_dataset, text_dataset
+from mha_project.data.texts import ChainedTexts, concat_texts, text_dataset
 from mha_project.data.vocabulary import make_vectorizer
 from mha_project.errors import ConfigError
 from mha_project.extras.tfds import texts as tfds_texts
@@ -24,7 +24,7 @@ def data_cfg(name, **kw):
 def test_tfds_loaders_with_mock_data(monkeypatch, name, tfds_name, num_classes):
     monkeypatch.setattr(tfds_texts, "check_download_possible", lambda *a, **k: None)
     with tfds.testing.mock_data(num_examples=30):
-        d = load_dataset(data_cfg(name=name, tfds_name=tfds_name, val_fraction=0.2), seed=0)
+        d = load_splits(data_cfg(name=name, tfds_name=tfds_name, val_fraction=0.2), seed=0)
         assert d.num_classes == num_classes
         assert len(d.train_texts) == 24 and len(d.val_texts) == 6 and len(d.test_texts) == 30
         assert all(isinstance(t, str) for t in d.train_texts)
@@ -35,7 +35,7 @@ def test_tfds_loaders_with_mock_data(monkeypatch, name, tfds_name, num_classes):
 def test_tfds_texts_stay_in_tfds_and_batch_exactly_as_texts_in_memory(monkeypatch):
     monkeypatch.setattr(tfds_texts, "check_download_possible", lambda *a, **k: None)
     with tfds.testing.mock_data(num_examples=40):
-        d = load_dataset(data_cfg(name="imdb", tfds_name="imdb_reviews", val_fraction=0.25, limit=20), seed=3)
+        d = load_splits(data_cfg(name="imdb", tfds_name="imdb_reviews", val_fraction=0.25, limit=20), seed=3)
         # Positions, not texts, are held; the seeded choice is unchanged, in file order.
         assert isinstance(d.train_texts, TfdsTexts) and d.train_texts.indices.dtype == np.int64
         order = np.random.default_rng(3).permutation(40)
@@ -73,7 +73,7 @@ def test_tfds_offline_fails_fast_with_offline_options(monkeypatch, tmp_path):
 
     monkeypatch.setattr(tfds_texts.socket, "create_connection", unreachable)
     with pytest.raises(ConfigError) as err:
-        load_dataset(data_cfg(name="imdb", tfds_name="imdb_reviews", data_dir=str(tmp_path)), seed=0)
+        load_splits(data_cfg(name="imdb", tfds_name="imdb_reviews", data_dir=str(tmp_path)), seed=0)
     message = str(err.value)
     assert "cannot download" in message and "data=fine_foods" in message and "data.data_dir" in message
 

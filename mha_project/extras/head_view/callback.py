@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
+from mha_project.errors import UserError, disk_full, failing_the_command
 from mha_project.run_dir import METRICS_FILE, has_attention
 from mha_project.training.hydra_callbacks import job_error
 
@@ -18,6 +19,7 @@ PAGE_FILE = "attention.html"
 
 
 class ProbePage(Callback):
+    @failing_the_command
     def on_job_end(self, config, job_return, **kwargs) -> None:
         run_dir = Path(config.hydra.runtime.output_dir)
         page = run_dir / PAGE_FILE
@@ -35,5 +37,12 @@ class ProbePage(Callback):
             splits = run.splits()
             probes, labels = splits.val_texts[: attention.num_probes], splits.val_labels[: attention.num_probes]
         title = f"{run_dir.name}: {heads_title(run.cfg)}, {config.data.name}"
-        if write_head_view(page, run.model, run.preprocessor, probes, run.class_names, labels=labels, title=title):
+        try:
+            written = write_head_view(page, run.model, run.preprocessor, probes, run.class_names, title, labels)
+        except OSError as err:  # a full disk, no permission: the run is finished, its page is not
+            why = "no space left on device" if disk_full(err) else err.strerror or str(err)
+            raise UserError(
+                f"{why} while writing {page}; the run itself is finished: run the same command again"
+            ) from None
+        if written:
             log.info(f"next: open {shlex.quote(str(page))} in a browser: the interactive head view")

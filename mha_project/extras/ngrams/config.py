@@ -77,6 +77,14 @@ class WideAndDeepConfig(ClassifierConfig):
 class BagOptimizerConfig(AdamWConfig):
     ngram_lr: Optional[float] = checked(optional(lambda v: math.isfinite(v) and v > 0), "null or a number > 0")
 
+    @staticmethod
+    def check(optimizer, cfg) -> None:
+        if optimizer.ngram_lr is not None and "ngram_branch" not in cfg.model:
+            raise ConfigError(
+                f"optimizer.ngram_lr={optimizer.ngram_lr} is invalid with a model without a bag of n-grams: it is "
+                "the bag's learning rate; add model=wide_deep, or leave optimizer.ngram_lr=null"
+            )
+
 
 store("model", "wide_deep_schema", WideAndDeepConfig)
 store("model/ngram_branch", "linear_bag_schema", LinearBagConfig)

@@ -5,7 +5,6 @@ run that finished there. Cheap to import (no TensorFlow): Hydra builds its callb
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import traceback
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from mha_project.atomic import write_json_atomic, write_text_atomic
-from mha_project.errors import RunDirRefused, UserError, causes, message_line
+from mha_project.errors import RunDirRefused, UserError, causes, disk_full, message_line
 from mha_project.run_dir import FAILURE_FILE, LATEST, LATEST_MARK, METRICS_FILE, STAGES, latest_target, read_record
 from mha_project.training.hydra_callbacks import job_error
 
@@ -41,17 +40,6 @@ class RunEnd(Callback):
             return  # the directory holds another run, or a user's files: left exactly as it was
         bug = None if isinstance(error, UserError) else "".join(traceback.format_exception(error))
         write_failure(run_dir, describe(error), overrides=config.hydra.overrides.task, traceback=bug)
-
-
-def disk_full(err: BaseException) -> bool:
-    """Whether ``err`` (or an exception it was raised from) says the disk or quota is full; TensorFlow and
-    h5py report it as their own error types with the OS's message inside."""
-    for cause in causes(err):
-        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if "No space left on device" in str(cause) or "Disk quota exceeded" in str(cause):
-            return True
-    return False
 
 
 def describe(err: BaseException) -> str:

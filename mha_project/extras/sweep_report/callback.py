@@ -10,4 +10,6 @@ from hydra.experimental.callback import Callback
 class SweepNextStep(Callback):
     def on_multirun_end(self, config, **kwargs) -> None:
         # Printed, not logged: after the jobs, the root logger writes into the last job's train.log.
-        print(f"next: python scripts/sweep_report.py {shlex.quote(str(config.hydra.sweep.dir))}   # the table, plot and means")
+        print(
+            f"next: python scripts/sweep_report.py {shlex.quote(str(config.hydra.sweep.dir))}   # the table, plot and means"
+        )

@@ -12,7 +12,7 @@ from mha_project.errors import ConfigError
 
 @dataclass
 class TableDataConfig(DataConfig):
-    path: str = MISSING  # the table file
+    path: Optional[str] = MISSING  # the table file
     test_path: Optional[str] = MISSING
     test_fraction: Optional[float] = checked(optional(lambda v: 0 < v < 1), "null or a number in (0, 1)")
     text_column: str = MISSING
