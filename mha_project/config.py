@@ -221,9 +221,11 @@ class LoggerConfig:
     )
 
 
-def store(group: str | None, name: str, node: type) -> None:
-    """Put a schema in Hydra's ConfigStore (an extra's ``config.py`` calls this too)."""
-    ConfigStore.instance().store(group=group, name=name, node=node, provider="mha_project")
+def store(name: str, node: type, at: str) -> None:
+    """Put a schema in Hydra's ConfigStore, in the ``schema`` group (out of the option lists a user chooses from),
+    with the package its node lands at (``at``); a group's YAML names it first: ``- /schema/<name>@_here_``. An
+    extra's ``config.py`` calls this too."""
+    ConfigStore.instance().store(group="schema", name=name, node=node, package=at, provider="mha_project")
 
 
 # `${eq:${..pooling},cls}` (configs/model/backbone/encoder.yaml): a value that follows another key's.
@@ -231,13 +233,13 @@ OmegaConf.register_new_resolver("eq", lambda a, b: a == b, replace=True)
 
 root = OmegaConf.structured(TrainConfig)
 OmegaConf.set_struct(root, False)  # the groups join it; Hydra makes the composed config strict again
-store(None, "train_schema", root)
-store("data", "data_schema", DataConfig)
-store("model", "classifier_schema", ClassifierConfig)
-store("model/backbone", "backbone_schema", BackboneConfig)
-store("optimizer", "adamw_schema", AdamWConfig)
-store("trainer", "trainer_schema", TrainerConfig)
-store("logger", "logger_schema", LoggerConfig)
+ConfigStore.instance().store(name="train_schema", node=root, provider="mha_project")
+store("data_schema", DataConfig, at="data")
+store("classifier_schema", ClassifierConfig, at="model")
+store("backbone_schema", BackboneConfig, at="model.backbone")
+store("adamw_schema", AdamWConfig, at="optimizer")
+store("trainer_schema", TrainerConfig, at="trainer")
+store("logger_schema", LoggerConfig, at="logger")
 
 
 def keras_backend() -> str:
@@ -338,14 +340,8 @@ def setting_names() -> list[str]:
             elif not key.startswith("_") and key != "tags":
                 names.add(f"{prefix}{key}")
 
-    def groups(repo, path):
-        for name, entry in repo.items():
-            if isinstance(entry, dict):
-                groups(entry, f"{path}{name}/")
-            elif dataclasses.is_dataclass(OmegaConf.get_type(entry.node)):
-                walk(entry.node, path.replace("/", "."))
-
-    groups(ConfigStore.instance().repo, "")
+    for entry in ConfigStore.instance().repo.get("schema", {}).values():
+        walk(entry.node, f"{entry.package}.")
     return sorted(names)
 
 
@@ -356,11 +352,11 @@ def not_a_setting(key: str) -> str:
     return f"{key} is not a setting of this project; {hint}`python scripts/train.py --help` lists the settings"
 
 
-def hparams_of(cfg: DictConfig) -> dict:
+def hparams_of(cfg: DictConfig, choices=None) -> dict:
     """The hyper-parameters a run trained with, by the names a user types (``heads``, ``key_dim``, every other
     model option by its own name, a part built from a node of its own by its class and its options, e.g.
-    ``ngram_branch: NaiveBayesNgrams``, ``ngram_branch.c``), the optimizer's options, and the data and seed that tell
-    runs apart; no nulls."""
+    ``ngram_branch: NaiveBayesNgrams``, ``ngram_branch.c``), the optimizer's options, the data and seed that tell
+    runs apart, and the config groups chosen (Hydra's ``runtime.choices``: ``pretrain: mlm``); no nulls."""
     model = OmegaConf.to_container(cfg.model, resolve=True)
     values = {**(model.pop("backbone", None) or {}), **model}
     for key, node in list(values.items()):
@@ -371,6 +367,7 @@ def hparams_of(cfg: DictConfig) -> dict:
     values |= {f"optimizer.{k}": v for k, v in optimizer.items() if not isinstance(v, dict)}
     values |= {name: OmegaConf.select(cfg, keys[0]) for name, keys in SHORTCUTS.items()}
     values |= {"truncation": cfg.data.truncation, "dataset": cfg.data.name, "seed": cfg.seed}
+    values |= {group: option for group, option in (choices or {}).items() if not group.startswith("hydra")}
     if values.get("value_dim") is None:
         values["value_dim"] = values["key_dim"]
     return {k: v for k, v in values.items() if v is not None and "_" != k.rpartition(".")[2][:1]}

@@ -419,7 +419,7 @@ def collect_metrics(cfg: DictConfig, record: RunRecord, model, splits) -> dict:
         "majority_val_accuracy": float(np.mean(np.asarray(splits.val_labels) == majority)),
         "majority_test_accuracy": float(np.mean(np.asarray(splits.test_labels) == majority)),
         "data_fingerprint": splits.fingerprints(),  # evaluate.py warns when the splits differ from these
-        "hparams": hparams_of(cfg),
+        "hparams": hparams_of(cfg, getattr(hydra_job(record.path), "runtime", {}).get("choices")),
     }
 
 

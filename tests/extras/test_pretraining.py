@@ -114,9 +114,12 @@ def small_backbone(**changes):
 
 def small_lm(tie=True, cls=False, position_encoding="learned"):
     from mha_project.extras.pretraining.models import MaskedLanguageModel
+    from mha_project.extras.rotary.attention import RotaryEncoderBackbone
 
-    backbone = small_backbone(cls_token=cls, position_encoding=position_encoding)
-    return MaskedLanguageModel(backbone, tie_embeddings=tie)
+    if position_encoding == "rotary":
+        arguments = dict(vocab_size=40, max_len=12, embed_dim=8, num_layers=2, num_heads=2, key_dim=4, ff_dim=16)
+        return MaskedLanguageModel(RotaryEncoderBackbone(**arguments, cls_token=cls), tie_embeddings=tie)
+    return MaskedLanguageModel(small_backbone(cls_token=cls), tie_embeddings=tie)
 
 
 @pytest.mark.slow
@@ -213,21 +216,21 @@ def test_tied_head_reads_the_token_embedding():
 def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
     from mha_project.extras.pretraining.models import build_pretrainer
     from mha_project.extras.pretraining.stage import pretrained_backbone
-    from mha_project.model.classifier import build_classifier
+    from mha_project.training.train import build_model
 
     cfg = compose_cfg(
         *TINY,
         "pretrain=mlm",
         "layers=2",
         "model.backbone.norm_first=true",
-        f"model.position_encoding={position_encoding}",
+        *(["model/backbone=rotary"] if position_encoding == "rotary" else []),
         "pretrain.dropout=0.0",
         "dropout=0.3",
     )
-    mlm = build_pretrainer(cfg.model, cfg.pretrain, 400)
+    mlm = build_pretrainer(cfg.model.backbone, cfg.pretrain, 400)
     has_table = any("position_embedding" in w.path for w in mlm.weights)
     assert has_table == (position_encoding == "learned")
-    classifier = build_classifier(cfg.model, 400, 2, pretrained_backbone(mlm, cfg.model))
+    classifier = build_model(cfg, 400, 2, pretrained_backbone(mlm, cfg.model.backbone))
     names = [layer.name for layer in classifier.backbone.layers[1:]]
     assert names == ["embedding", "embedding_dropout", "encoder_0", "encoder_1", "final_norm"]
     mine, theirs = classifier.backbone.get_weights(), mlm.backbone.get_weights()
@@ -238,7 +241,7 @@ def test_the_classifier_starts_from_the_pretrained_backbone(position_encoding):
     assert mlm.backbone.arguments["dropout"] == 0.0 and mlm.backbone.arguments["attention_dropout"] == 0.0
     assert classifier.backbone.arguments["dropout"] == 0.3
     assert classifier.backbone.get_layer("encoder_1").dropout == 0.3
-    assert classifier.backbone.arguments["attention_dropout"] == cfg.model.attention_dropout
+    assert classifier.backbone.arguments["attention_dropout"] == cfg.model.backbone.attention_dropout
 
 
 def test_encode_masked_text_and_its_errors():
@@ -269,10 +272,9 @@ def test_encode_masked_text_and_its_errors():
         ("pretrain.lr=0", "pretrain.lr=0.0 is invalid: must be a number > 0"),
         (
             "pretrain.objective=electro",
-            "pretrain=electro (pretrain.objective) is invalid: must be one of none, mlm, electra",
+            "pretrain.objective=electro is invalid: must be one of none, mlm, electra",
         ),
         ("pretrain.generator_size=0", "pretrain.generator_size=0.0 is invalid: must be a number in (0, 1]"),
-        ("pretrain.extra_unlabeled=true", "pretrain.extra_unlabeled=true is invalid with data=fine_foods"),
         ("+pretrain.mask_prob=0.2", "pretrain.mask_prob is not a setting of this project"),
         ("pretrain.probe_texts=[no mask here]", "pretrain.probe_texts has 'no mask here'"),
         ("pretrain.from_run=/nonexistent/run", "pretrain.from_run=/nonexistent/run does not exist"),
@@ -317,8 +319,8 @@ def pretrained_run(tmp_path_factory):
     seen = {}
     real_backbone = stages.pretrained_backbone
 
-    def spy(pretrainer, model_cfg):
-        backbone = real_backbone(pretrainer, model_cfg)
+    def spy(pretrainer, backbone_cfg):
+        backbone = real_backbone(pretrainer, backbone_cfg)
         seen["classifier"] = {layer.name: [w.copy() for w in layer.get_weights()] for layer in backbone.layers}
         return backbone
 
@@ -358,9 +360,9 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
         for a, b in zip(weights, mlm.backbone.get_layer(name).get_weights(), strict=True):
             np.testing.assert_array_equal(a, b)
     # ... and fine-tuning moved them.
-    from mha_project.training.saving import load_model_safely
+    from mha_project.analysis.runs import load_model
 
-    tuned = load_model_safely(run_dir / "model.keras").backbone.get_layer("encoder_0").get_weights()
+    tuned = load_model(run_dir / "model.keras").backbone.get_layer("encoder_0").get_weights()
     assert any(not np.array_equal(a, b) for a, b in zip(tuned, seen["classifier"]["encoder_0"]))
 
     # TensorBoard: the stage's scalars, attention and fill-mask probes.
@@ -381,12 +383,12 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_registering_the_projects_classes_is_enough_to_load_the_stage_model(pretrained_run):
-    """As for the classifier (README "What a run leaves behind"): a fresh interpreter, nothing but
-    ``import keras, mha_project.extras``; the stage's model.keras holds a subclassed model on its backbone,
+    """As for the classifier (README "What a run leaves behind"): a fresh interpreter that imports the modules of
+    the classes (the run's config names them); the stage's model.keras holds a subclassed model on its backbone,
     and no optimizer (resuming reads backup/)."""
     run_dir, _, _ = pretrained_run
     probe = (
-        "import keras, mha_project.extras\n"
+        "import keras, mha_project.model, mha_project.extras.pretraining.models\n"
         f"model = keras.saving.load_model({str(run_dir / 'pretrain' / 'model.keras')!r}, safe_mode=True)\n"
         "print(type(model).__name__, type(model.backbone).__name__, getattr(model, 'optimizer', None))\n"
     )
@@ -444,7 +446,7 @@ def test_pretrain_from_reuses_the_encoder_and_checks_it(pretrained_run, tmp_path
     )
     with pytest.raises(ConfigError) as err:
         train(compose_cfg(*base, f"pretrain.from_run={source}", "model/backbone=rotary"), tmp_path / "rotary")
-    assert "model.position_encoding=learned there, rotary here" in str(err.value)
+    assert "model.backbone._target_=mha_project.model.backbone.EncoderBackbone there" in str(err.value)
     for name in ("heads", "vocab", "rotary"):  # refused before anything was trained there
         assert not (tmp_path / name / "history.csv").exists()
 
@@ -633,7 +635,8 @@ def test_help_offers_the_pretrain_options_and_not_their_shared_base():
 
 @pytest.mark.slow
 def test_a_run_records_its_pretraining_as_a_hyper_parameter():
-    from mha_project.training.hparams import hparams_of
+    from mha_project.config import hparams_of
 
-    assert hparams_of(compose_cfg()).get("pretrain") == "none"
-    assert hparams_of(compose_cfg("pretrain=mlm"))["pretrain"] == "mlm"
+    # The config groups Hydra chose (its runtime.choices) are recorded by their group's name.
+    assert hparams_of(compose_cfg(), {"pretrain": "none", "hydra/launcher": "basic"}).get("pretrain") == "none"
+    assert "hydra/launcher" not in hparams_of(compose_cfg(), {"hydra/launcher": "basic"})

@@ -68,6 +68,6 @@ class MultiWorkerConfig:
         raise ConfigError(MULTI_WORKER_UNSUPPORTED)
 
 
-store("trainer/strategy", "mirrored_schema", MirroredConfig)
-store("trainer/strategy", "data_parallel_schema", DataParallelConfig)
-store("trainer/strategy", "multi_worker_schema", MultiWorkerConfig)
+store("mirrored_schema", MirroredConfig, at="trainer.strategy")
+store("data_parallel_schema", DataParallelConfig, at="trainer.strategy")
+store("multi_worker_schema", MultiWorkerConfig, at="trainer.strategy")

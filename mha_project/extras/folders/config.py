@@ -17,4 +17,4 @@ class FolderDataConfig(DataConfig):
         check_folder_config(data)
 
 
-store("data", "folder_schema", FolderDataConfig)
+store("folder_schema", FolderDataConfig, at="data")

@@ -12,4 +12,4 @@ class HeadViewConfig:
     html: bool = MISSING  # attention.html in the run dir: the probes' head view
 
 
-store("head_view", "head_view_schema", HeadViewConfig)
+store("head_view_schema", HeadViewConfig, at="head_view")

@@ -38,6 +38,12 @@ SHOWN_COLUMNS = 5  # what TensorBoard's HParams table shows before a column is t
 FINAL_METRICS = ("test_accuracy", "test_loss", "best_val_accuracy", "train_seconds")
 
 
+def recorded(cfg: DictConfig) -> dict:
+    """The run's hyper-parameters as its metrics.json records them: with the config groups Hydra chose (a sweep's
+    config holds them; a run's are in its .hydra/hydra.yaml, merged in by :class:`SessionStart`)."""
+    return hparams_of(cfg, OmegaConf.select(cfg, "hydra.runtime.choices"))
+
+
 def hparam_paths(cfg: DictConfig) -> dict[str, str]:
     """Name in TensorBoard -> where the trained value lives: every shortcut by its name, every other model option
     by its own (``hparams_of``'s names), the data and seed that tell runs apart."""
@@ -63,7 +69,7 @@ def swept_domains(cfg: DictConfig, sweep_params: dict[str, str]) -> dict:
     """Parse sweep values as Hydra does (``2,4,8``, ``choice(2,4)``, ``range(1,4)``, ``interval(1e-4,1e-2)``,
     ``int(interval(1,8))``) into ``{name: ("discrete", [values]) | ("interval", lo, hi, is_int)}``."""
     parser = OverridesParser.create()
-    paths, values = hparam_paths(cfg), hparams_of(cfg)
+    paths, values = hparam_paths(cfg), recorded(cfg)
     domains = {}
     for key, value in sweep_params.items():
         name = name_of_override_key(str(key), paths)
@@ -90,7 +96,7 @@ def experiment_hparams(cfg: DictConfig, domains: dict):
     differs = {name for name in domains if name in paths}
     if OmegaConf.select(cfg, paths["value_dim"]) is None and "key_dim" in differs:
         differs.add("value_dim")
-    return [hp.HParam(name) for name in hparams_of(cfg)], differs
+    return [hp.HParam(name) for name in recorded(cfg)], differs
 
 
 def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict | None) -> None:
@@ -106,7 +112,7 @@ def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict | None) -> No
     summary = hp.hparams_config_pb(hparams, metrics)
     # hparams_config_pb has no `differs` or `type` argument; set them on the experiment proto before writing.
     experiment = metadata.parse_experiment_plugin_data(summary.value[0].metadata.plugin_data.content)
-    values = hparams_of(cfg)
+    values = recorded(cfg)
     for info in experiment.hparam_infos:
         info.differs = info.name in differs
         info.type = _data_type(values[info.name])
@@ -145,7 +151,7 @@ def _short_time(name: str) -> str:
 def write_session_start(log_dir: Path, cfg: DictConfig, run_dir: Path, in_sweep: bool = False) -> None:
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default():
-        hp.hparams(hparams_of(cfg), trial_id=trial_name(run_dir, in_sweep))
+        hp.hparams(recorded(cfg), trial_id=trial_name(run_dir, in_sweep))
     writer.close()
 
 
@@ -176,6 +182,8 @@ class SessionStart(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         cfg = OmegaConf.load(self.run_dir / ".hydra" / "config.yaml")
+        if (self.run_dir / ".hydra" / "hydra.yaml").is_file():  # the groups Hydra chose, when it ran the job
+            cfg = OmegaConf.merge(cfg, OmegaConf.load(self.run_dir / ".hydra" / "hydra.yaml"))
         log_dir, in_sweep = self.run_dir / "tensorboard", in_a_sweep(self.run_dir)
         if not in_sweep:
             write_experiment(log_dir, cfg, domains=None)

@@ -86,7 +86,7 @@ class BagOptimizerConfig(AdamWConfig):
             )
 
 
-store("model", "wide_deep_schema", WideAndDeepConfig)
-store("model/ngram_branch", "linear_bag_schema", LinearBagConfig)
-store("model/ngram_branch", "mean_bag_schema", MeanBagConfig)
-store("optimizer", "bag_optimizer_schema", BagOptimizerConfig)
+store("wide_deep_schema", WideAndDeepConfig, at="model")
+store("linear_bag_schema", LinearBagConfig, at="model.ngram_branch")
+store("mean_bag_schema", MeanBagConfig, at="model.ngram_branch")
+store("bag_optimizer_schema", BagOptimizerConfig, at="optimizer")

@@ -77,7 +77,7 @@ class PretrainConfig:
             raise ConfigError(f"pretrain={pretrain.objective} is invalid with {processes} processes: pretrain on one")
 
 
-store("pretrain", "pretrain_schema", PretrainConfig)
+store("pretrain_schema", PretrainConfig, at="pretrain")
 
 
 # `${pretrain_reserved:${pretrain.objective},${pretrain.from_run}}` (configs/pretrain/*.yaml): data.reserved_words.

@@ -24,7 +24,7 @@ class RelationsDataConfig(DataConfig):
     test_examples: int = checked(positive_int, "an integer >= 1")
 
 
-store("data", "relations_schema", RelationsDataConfig)
+store("relations_schema", RelationsDataConfig, at="data")
 
 
 def per_head(width: int, heads: int) -> int:

@@ -18,4 +18,4 @@ class RotaryBackboneConfig(BackboneConfig):
             )
 
 
-store("model/backbone", "rotary_schema", RotaryBackboneConfig)
+store("rotary_schema", RotaryBackboneConfig, at="model.backbone")

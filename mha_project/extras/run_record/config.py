@@ -14,4 +14,4 @@ class RunRecordConfig:
     overwrite: bool = MISSING  # true: replace a run dir that holds a different (or unfinished) run
 
 
-store("run_record", "run_record_schema", RunRecordConfig)
+store("run_record_schema", RunRecordConfig, at="run_record")

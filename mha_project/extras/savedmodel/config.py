@@ -12,4 +12,4 @@ class SavedModelConfig:
     export: bool = MISSING  # false: model.keras only
 
 
-store("savedmodel", "savedmodel_schema", SavedModelConfig)
+store("savedmodel_schema", SavedModelConfig, at="savedmodel")

@@ -35,4 +35,4 @@ class TableDataConfig(DataConfig):
             raise ConfigError("data=table needs data.test_path=FILE or data.test_fraction (a number in (0, 1))")
 
 
-store("data", "table_schema", TableDataConfig)
+store("table_schema", TableDataConfig, at="data")

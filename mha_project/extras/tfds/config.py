@@ -15,4 +15,4 @@ class TfdsDataConfig(DataConfig):
     download: bool = MISSING  # TFDS may download when the data is not prepared yet
 
 
-store("data", "tfds_schema", TfdsDataConfig)
+store("tfds_schema", TfdsDataConfig, at="data")
