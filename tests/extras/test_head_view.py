@@ -218,8 +218,8 @@ def test_render_refuses_what_is_no_attention_in_one_line(tokens, attention, show
 @pytest.mark.slow
 def test_the_lines_figure_labels_every_token_and_a_stronger_weight_draws_a_more_opaque_line(tmp_path):
     from mha_project.attention.plots import save_figure_as
+    from mha_project.extras.head_view.assets import MIN_WEIGHT
     from mha_project.extras.head_view.lines import attention_lines
-    from mha_project.extras.head_view.weights import MIN_WEIGHT
 
     weights = np.array([[[0.7, 0.2, 0.1], [0.05, 0.9, 0.05], [0.3, 0.3, 0.4]]])
     tokens = ["stale", "coffee", "beans"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import QUIET, compose_cfg, poll, tensorboard_server, train_tiny
+from mha_project.config import hparams_of
 from mha_project.extras.hparams.dashboard import FINAL_METRICS, experiment_hparams, swept_domains
-from mha_project.training.hparams import hparams_of
 
 
 def test_hparams_are_what_was_trained_not_the_shortcuts():
@@ -24,6 +24,7 @@ def test_hparams_are_what_was_trained_not_the_shortcuts():
 
 def test_sweep_values_become_typed_domains():
     domains = swept_domains(
+        compose_cfg(),
         {
             "heads": "1,2,4",
             "key_dim": "choice(8,16)",
@@ -31,7 +32,7 @@ def test_sweep_values_become_typed_domains():
             "lr": "interval(0.0001,0.01)",
             "model.backbone.ff_dim": "int(interval(16,64))",
             "data.limit": "100,200",  # not a recorded hyper-parameter
-        }
+        },
     )
     assert domains["heads"] == ("discrete", [1, 2, 4])
     assert domains["key_dim"] == ("discrete", [8, 16])
@@ -111,7 +112,7 @@ def test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status(s
 def test_a_single_runs_table_has_the_declared_metrics_only_and_a_failed_run_says_so(tiny_run, tmp_path):
     # A run declares its five metrics; without an experiment config TensorBoard would make a column of every
     # scalar (each head's entropy, the clock).
-    from mha_project.training.reporting import point_latest_at
+    from mha_project.extras.run_record.callback import point_latest_at
 
     diverged = tmp_path / "outputs" / "runs" / "diverged"
     result = train_tiny(diverged, "lr=1e30", *QUIET)

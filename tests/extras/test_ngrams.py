@@ -130,8 +130,8 @@ def test_the_nb_branch_takes_its_ratios_from_the_training_labels_alone_and_expor
 @pytest.mark.slow
 def test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none(tmp_path: Path):
     run_dir = tmp_path / "run"
-    result = run_script("train.py", "debug=tiny", "model=wide_deep", "model.backbone=null", "model.ngram_branch.features=1024",
-                        f"hydra.run.dir={run_dir}")  # fmt: skip
+    bag = ("model=wide_deep", "model.backbone=null", "model.ngram_branch.features=1024")
+    result = run_script("train.py", "debug=tiny", *bag, f"hydra.run.dir={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
     steps = result.stdout.split("next:")[1]
     assert "evaluate.py" in steps and "inspect_attention.py" not in steps and "head_patterns.py" not in steps

@@ -22,13 +22,13 @@ def test_the_export_reads_the_tokens_training_read(tmp_path: Path, truncation, o
     from mha_project.data.pipeline import TextPreprocessor, pad_batch
     from mha_project.data.vocabulary import make_vectorizer
     from mha_project.extras.savedmodel.export import export_inference_model
-    from mha_project.model.classifier import build_classifier
+    from mha_project.training.train import build_model
 
     cfg = compose_cfg("debug=tiny")
     texts = ["great " * 3 + "awful " * 20, "awful " * 3 + "great " * 20 + "fine", "good"]
     vectorizer = make_vectorizer(texts, 20)
     keras.utils.set_random_seed(0)
-    model = build_classifier(cfg.model, vectorizer.vocabulary_size(), 2)
+    model = build_model(cfg, vectorizer.vocabulary_size(), 2)
     export_inference_model(model, TextPreprocessor(vectorizer, 8, truncation), tmp_path / "export")
     exported = tf.saved_model.load(str(tmp_path / "export"))  # held: its variables live as long as it does
     served = exported.serve(tf.constant(texts))["scores"].numpy()

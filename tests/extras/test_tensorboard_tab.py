@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_ANY_HEADS, drive_head_view, poll, run_script, tensorboard_server, train_tiny
-from mha_project.extras.head_view import PLUGIN_NAME
+from mha_project.attention import ATTENTION_PLUGIN as PLUGIN_NAME
 
 # The tab reads what the fit logs: neither the SavedModel nor attention.html is made for it.
 NO_FILES = ["savedmodel.export=false", "head_view.html=false"]
@@ -45,7 +45,7 @@ def write_malformed_summary(logdir: Path) -> None:
     """A head-view summary whose tag names no probe number, as something else might write it."""
     import tensorflow as tf
 
-    from mha_project.extras.head_view.summary import _metadata
+    from mha_project.attention.summaries import plugin_metadata as _metadata
 
     with tf.summary.create_file_writer(str(logdir)).as_default():
         tf.summary.write(
@@ -188,7 +188,7 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
     from werkzeug.test import Client
 
     from mha_project.extras.head_view.plugin import AttentionPlugin
-    from mha_project.extras.head_view.summary import write_head_view_summary
+    from mha_project.attention.summaries import write_attention_weights as write_head_view_summary
 
     tokens = ["stale", "coffee", "again"]
     weights = np.full((2, 3, 3), 1 / 3)
@@ -197,7 +197,7 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
             for k in range(2):
                 write_head_view_summary(k, "stale coffee again", tokens, [weights], f"epoch {epoch}", "heads=2", epoch)
     # A summary under the plugin's name whose content is not the project's JSON: left out, never a 500.
-    from mha_project.extras.head_view.summary import _metadata
+    from mha_project.attention.summaries import plugin_metadata as _metadata
 
     foreign = _metadata({})
     foreign.plugin_data.content = b"not json"
