@@ -178,10 +178,11 @@ def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
 
 
 def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
-    """``.hydra/config.yaml`` (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra). Hydra is
+    """``.hydra/config.yaml``, resolved (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra). Hydra is
     told not to write these itself (``hydra.output_subdir: null``): it would, before the run directory's
     identity is checked, and a refused run must leave the old run's record untouched."""
-    write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(with_run_dir(cfg, run_dir)))
+    # Resolved: a reader needs none of the resolvers (an extra's) the composition used.
+    write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(with_run_dir(cfg, run_dir), resolve=True))
     hydra = hydra_job(run_dir)
     if hydra is not None:
         write_text_atomic(run_dir / ".hydra" / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra}))

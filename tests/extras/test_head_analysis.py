@@ -6,12 +6,12 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import QUIET, run_script, small_model_config
+from conftest import QUIET, run_script, small_model
 from mha_project.attention.scores import normalized_entropy
 from mha_project.extras.head_analysis.importance import head_importance, set_head_mask
 from mha_project.extras.head_analysis.patterns import STAT_KEYS, head_statistics, label_head, top_tokens
 from mha_project.model.backbone import encoder_blocks
-from mha_project.model.classifier import build_classifier, uncompiled_copy
+from mha_project.model.classifier import uncompiled_copy
 
 
 def lengths_to_real(lengths, width):
@@ -210,8 +210,7 @@ def test_the_pictures_write_every_number_in_a_colour_that_reads_on_its_cell():
 
 def tiny_model(heads=3, layers=2):
     keras.utils.set_random_seed(0)
-    cfg = small_model_config(max_len=10, embed_dim=12, num_layers=layers, num_heads=heads, key_dim=4, dropout=0.0)
-    return build_classifier(cfg, vocab_size=30, num_classes=2)
+    return small_model(30, 2, max_len=10, embed_dim=12, num_layers=layers, num_heads=heads, key_dim=4, dropout=0.0)
 
 
 @pytest.mark.slow
