@@ -42,7 +42,6 @@ def compose(overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    register_configs()  # the typed schema the root config's defaults list names
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
         return hydra_compose(config_name="train", overrides=overrides)
 

@@ -23,7 +23,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from omegaconf.errors import InterpolationResolutionError
 
-from mha_project.errors import ConfigError, causes, typed
+from mha_project.errors import ConfigError, UserError, causes, typed
 
 # The command-line shortcuts (`python scripts/train.py heads=8`) and the keys each one sets through the
 # interpolations in configs/ (`num_heads: ${heads}`): the name a check says when one of those keys is bad.
@@ -242,6 +242,21 @@ store("trainer_schema", TrainerConfig, at="trainer")
 store("logger_schema", LoggerConfig, at="logger")
 
 
+def build(node, *args, **kwargs):
+    """``hydra.utils.instantiate(node, ...)``: the part a config node describes. A part that refuses its arguments
+    with a UserError (a one-line answer) raises it as it is, not inside Hydra's InstantiationException."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, *args, **kwargs)
+    except InstantiationException as err:
+        refused = next((cause for cause in causes(err) if isinstance(cause, UserError)), None)
+        if refused is None:
+            raise
+        raise refused from None
+
+
 def keras_backend() -> str:
     """The Keras backend this process runs on: ``KERAS_BACKEND``, Keras's own default when unset."""
     return os.environ.get("KERAS_BACKEND", "tensorflow")
@@ -258,7 +273,7 @@ def validate_config(cfg: DictConfig) -> None:
     typed node is checked by its dataclass: its fields' checks, then its ``check(node, cfg)`` if it has one.
     Touches no file and imports no TensorFlow."""
     try:
-        cfg.run_dir  # Hydra's output dir, set once a job starts; unset (composed for a check), it is not checked
+        _ = cfg.run_dir  # Hydra's output dir, set once a job starts; unset (composed for a check): not checked
     except InterpolationResolutionError:
         cfg = cfg.copy()
         with open_dict(cfg):

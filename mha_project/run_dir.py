@@ -35,8 +35,9 @@ RUN_FORMAT = 8  # the config's parts are `_target_` nodes; the backbone's blocks
 
 # Stages in order; run.json's "stage" is the last one finished.
 STAGES = ("started", "pretrained", "trained", "tested", "saved", "finished")
-# What may stand in a new run directory before train() opens it: the lock, and the log Hydra starts.
-PRESENT_BEFORE_START = (LOCK_FILE, "train.log")
+# What may stand in a new run directory before train() opens it: the lock, the log Hydra starts, and the
+# failure.json of a start that was refused before it recorded anything.
+PRESENT_BEFORE_START = (LOCK_FILE, "train.log", FAILURE_FILE)
 
 
 @dataclass
@@ -89,7 +90,7 @@ def new_run(cfg: DictConfig, path: Path):
 
 
 def files_in(path: Path, limit: int = 3) -> list[str]:
-    """The first ``limit`` entries of ``path`` other than the lock and Hydra's log (a new dir has none)."""
+    """The first ``limit`` entries of ``path`` other than those a new run dir may hold (``PRESENT_BEFORE_START``)."""
     names = sorted(p.name for p in path.iterdir() if p.name not in PRESENT_BEFORE_START)
     return names[:limit] + ([f"... {len(names) - limit} more"] if len(names) > limit else [])
 

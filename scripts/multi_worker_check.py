@@ -4,7 +4,7 @@
 
 Starts two worker processes on 127.0.0.1 (free ports, TF_CONFIG each) that train a tiny Keras model
 with model.fit, as TensorFlow's "Multi-worker training with Keras" tutorial does. Until this passes,
-`trainer.distribution=multi_worker` is refused in one line (keras-team/keras#20585,
+`trainer/strategy=multi_worker` is refused in one line (keras-team/keras#20585,
 tensorflow/tensorflow#72388); tests/extras/test_distribution.py runs this as a strict expected failure, so the
 day an upgrade fixes it the test says so.
 """

@@ -20,7 +20,6 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from omegaconf import OmegaConf
 
-from mha_project.extras.sweep_report.tables import shown
 from mha_project.errors import ConfigError
 from mha_project.extras.optuna.studies import (
     HEARTBEAT_SECONDS,
@@ -34,6 +33,7 @@ from mha_project.extras.optuna.studies import (
     worker_name,
     write_study_pointer,
 )
+from mha_project.extras.sweep_report.tables import shown
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import keras
 import numpy as np
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import mha_project.model.classifier  # noqa: F401  (registers the core's Keras classes: TextClassifier, its backbone, ...)
 import mha_project.training.schedules  # noqa: F401  (WarmupCosine, in a saved optimizer)
+from mha_project.config import build
 from mha_project.data.pipeline import TextPreprocessor, pad_batch
 from mha_project.data.vocabulary import saved_vectorizer
 from mha_project.errors import UserError, message_line
@@ -48,7 +48,7 @@ def build_recorded(node):
     outside = [t for t in recorded_targets(node) if not t.startswith(BUILDABLE)]
     if outside:
         raise UserError(f"refusing to build {outside[0]}: a run's config may name only mha_project's and Keras's")
-    return instantiate(node)
+    return build(node)
 
 
 def load_model(path, cfg: DictConfig | None = None):

@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import tensorflow as tf
-
 from tensorboard.compat.proto import summary_pb2
 
 from mha_project.attention import ATTENTION_PLUGIN, CAPTION, WEIGHTS, quantize

@@ -359,5 +359,6 @@ class EncoderBlock(layers.Layer):
         """What Keras's layer table does not show: the attention's shape."""
         return (
             f"{type(self.attention).__name__}(num_heads={self.num_heads}, key_dim={self.key_dim}, "
-            f"value_dim={self.value_dim or self.key_dim}) on embed_dim {self.ff_outer.units}, feed-forward {self.ff_dim}"
+            f"value_dim={self.value_dim or self.key_dim}) on embed_dim {self.ff_outer.units}, "
+            f"feed-forward {self.ff_dim}"
         )

@@ -27,11 +27,10 @@ from pathlib import Path
 import keras
 import numpy as np
 import tensorflow as tf
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from mha_project.atomic import replaced_atomically, write_json_atomic, write_text_atomic
-from mha_project.config import SHORTCUTS, hparams_of, validate_config
+from mha_project.config import SHORTCUTS, build, hparams_of, validate_config
 from mha_project.data.vocabulary import save_vocabulary
 from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import encoder_blocks
@@ -61,12 +60,12 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
     check_activation(cfg)
 
     # 1. The process: the devices it trains on (trainer.strategy), seeds, determinism.
-    strategy = instantiate(cfg.trainer.strategy) if cfg.trainer.strategy else tf.distribute.get_strategy()
+    strategy = build(cfg.trainer.strategy) if cfg.trainer.strategy else tf.distribute.get_strategy()
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
     # The run directory: a new one, or (the run_record extra's opener) this config's own run to resume.
-    open_run = instantiate(cfg.run_record) if cfg.get("run_record") else new_run
+    open_run = build(cfg.run_record) if cfg.get("run_record") else new_run
     with open_run(cfg, Path(cfg.run_dir)) as record:
         return train_in(cfg, record, strategy)
 
@@ -78,7 +77,7 @@ def train_in(cfg: DictConfig, record: RunRecord, strategy) -> dict:
         return already_finished(record)
 
     # 2. Text -> token ids: the splits, the run's vocabulary (a resumed run's own), the pipelines.
-    data = instantiate(cfg.data)
+    data = build(cfg.data)
     splits = data.splits(cfg.seed)
     log.info(
         f"data: {splits.name} · classes {splits.class_names} · train {len(splits.train_texts)} · "
@@ -101,7 +100,7 @@ def train_in(cfg: DictConfig, record: RunRecord, strategy) -> dict:
     with strategy.scope():
         backbone = None
         if cfg.get("pretrain") is not None:  # a stage that gives the backbone (the pretraining extra)
-            backbone = instantiate(cfg.pretrain)(cfg, data, splits, preprocessor, record, strategy)
+            backbone = build(cfg.pretrain)(cfg, data, splits, preprocessor, record, strategy)
         model = build_model(cfg, preprocessor.vectorizer.vocabulary_size(), splits.num_classes, backbone)
     text_inputs = getattr(model, "text_inputs", None)  # what else the model reads from the raw text (a bag)
     train_ds = train_ids
@@ -161,10 +160,10 @@ def build_model(cfg: DictConfig, vocab_size: int, num_classes: int, backbone=Non
     """The configured classifier (``cfg.model``) for this vocabulary and class count, on ``backbone`` (a pretrained
     one) or on the one ``cfg.model.backbone`` builds (none for a bag of n-grams alone)."""
     if backbone is None and cfg.model.backbone is not None:
-        backbone = instantiate(cfg.model.backbone, vocab_size=vocab_size)
+        backbone = build(cfg.model.backbone, vocab_size=vocab_size)
     # The model node's values, untyped: the backbone given in place of its node is an object, not a config.
     model_node = OmegaConf.to_container(cfg.model, resolve=True)
-    return instantiate(model_node, backbone=backbone, num_classes=num_classes, name="mha_classifier")
+    return build(model_node, backbone=backbone, num_classes=num_classes, name="mha_classifier")
 
 
 def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
@@ -178,8 +177,8 @@ def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
 
 
 def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
-    """``.hydra/config.yaml``, resolved (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra). Hydra is
-    told not to write these itself (``hydra.output_subdir: null``): it would, before the run directory's
+    """``.hydra/config.yaml``, resolved (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra).
+    Hydra is told not to write these itself (``hydra.output_subdir: null``): it would, before the run directory's
     identity is checked, and a refused run must leave the old run's record untouched."""
     # Resolved: a reader needs none of the resolvers (an extra's) the composition used.
     write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(with_run_dir(cfg, run_dir), resolve=True))
@@ -225,8 +224,8 @@ def compile_model(model, cfg: DictConfig, total_steps: int) -> None:
     """The configured optimizer on the warm-up + cosine schedule, the configured loss, accuracy."""
     schedule = warmup_cosine(cfg.trainer.lr, cfg.trainer.warmup_fraction, total_steps)
     model.compile(
-        optimizer=instantiate(cfg.optimizer)(learning_rate=schedule),
-        loss=instantiate(cfg.loss),
+        optimizer=build(cfg.optimizer)(learning_rate=schedule),
+        loss=build(cfg.loss),
         metrics=["accuracy"],
         # trainer.jit_compile is TensorFlow's XLA switch; on JAX, not compiling means running op by op.
         jit_compile=cfg.trainer.jit_compile or keras.backend.backend() == "jax",
@@ -263,7 +262,7 @@ def fit_stage(cfg, record: RunRecord, model, train_ds, val_ds, splits, preproces
             # counts from the end of the warm-up, while the learning rate is still rising.
             start_from_epoch=int(cfg.trainer.warmup_fraction * plan.epochs),
         ),
-        *(instantiate(callback) for callback in (cfg.callbacks or {}).values()),
+        *(build(callback) for callback in (cfg.callbacks or {}).values()),
     ]
     after_csv = tensorboard_callbacks(
         cfg.logger,

@@ -187,8 +187,8 @@ def test_one_slider_position_reads_one_step_however_many_epochs_were_logged(tmp_
     from tensorboard.plugins import base_plugin
     from werkzeug.test import Client
 
-    from mha_project.extras.head_view.plugin import AttentionPlugin
     from mha_project.attention.summaries import write_attention_weights as write_head_view_summary
+    from mha_project.extras.head_view.plugin import AttentionPlugin
 
     tokens = ["stale", "coffee", "again"]
     weights = np.full((2, 3, 3), 1 / 3)

@@ -39,8 +39,8 @@ class DataParallelConfig:
             return
         if not os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
             raise ConfigError(
-                f"KERAS_DISTRIBUTION_NUM_PROCESSES={n} needs KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT, the address of "
-                'process 0, which coordinates (README "Keras backends and several devices")'
+                f"KERAS_DISTRIBUTION_NUM_PROCESSES={n} needs KERAS_DISTRIBUTION_JOB_ADDRESSES=HOST:PORT, the address "
+                'of process 0, which coordinates (README "Keras backends and several devices")'
             )
         process_id = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "")
         if not (process_id.isascii() and process_id.isdigit() and int(process_id) < n):

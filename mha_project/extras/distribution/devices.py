@@ -19,14 +19,11 @@ import dataclasses
 import logging
 import os
 import sys
-import tempfile
 import threading
-from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
-from omegaconf import OmegaConf
 
 from mha_project.errors import ConfigError
 from mha_project.extras.distribution.processes import processes

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mha_project.attention import quantize
 from mha_project.attention.plots import plt  # Matplotlib as the core sets it up: Agg, texts drawn as written
 from mha_project.errors import UserError
-from mha_project.attention import quantize
 from mha_project.extras.head_view.assets import MIN_WEIGHT
 
 

@@ -29,12 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from mha_project.atomic import write_text_atomic
+from mha_project.attention import quantize
 from mha_project.attention.scores import scores_for_texts
 from mha_project.attention.summaries import prediction_caption
 from mha_project.errors import message_line
-from mha_project.extras.head_view.assets import asset
-from mha_project.attention import quantize
-from mha_project.extras.head_view.assets import MIN_WEIGHT
+from mha_project.extras.head_view.assets import MIN_WEIGHT, asset
 
 
 def encode_weights(scores: np.ndarray) -> str:

@@ -1,10 +1,10 @@
 """The Attention tab: a dynamic TensorBoard plugin (an ES module served by the plugin, no network access).
 
 It reads the core's ``attention`` records (``mha_project/attention/__init__.py``), which the training callback
-writes every epoch. Routes, under ``/data/plugin/attention/`` (the tab's address: ``#attention``): ``index.js`` (the page), ``runs`` (every run with head-view
-summaries: its label, probes and logged steps) and ``data?run=R&step=S`` (the probes of run R at step S, in
-the head view's own format). Everything is read through TensorBoard's data provider, so the tab works for
-any logdir TensorBoard can read."""
+writes every epoch. Routes, under ``/data/plugin/attention/`` (the tab's address: ``#attention``): ``index.js``
+(the page), ``runs`` (every run with such records: its label, probes and logged steps) and ``data?run=R&step=S``
+(the probes of run R at step S, in the head view's own format). Everything is read through TensorBoard's data
+provider, so the tab works for any logdir TensorBoard can read."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from keras import layers, ops
 
 from mha_project.config import POOLINGS
-from mha_project.extras.ngrams.layers import BagOfNgrams, LinearNgramLayer, NgramLayer
+from mha_project.extras.ngrams.layers import LinearNgramLayer, NgramLayer
 from mha_project.extras.ngrams.options import NGRAM_OBJECTIVES
 from mha_project.model import PACKAGE
 from mha_project.model.backbone import EncoderBackbone

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.plots import plt, save_figure
-from mha_project.extras.sweep_report.tables import cell, markdown, shown
 from mha_project.extras.optuna.studies import import_optuna, make_storage, read_study_pointer
+from mha_project.extras.sweep_report.tables import cell, markdown, shown
 
 MIN_TRIALS_FOR_IMPORTANCES = 10  # fANOVA's ranking means little on fewer complete trials
 

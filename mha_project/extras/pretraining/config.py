@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Optional
 
 from omegaconf import MISSING, OmegaConf
 
@@ -32,7 +32,7 @@ class PretrainConfig:
     tie_embeddings: bool = MISSING
     extra_unlabeled: bool = MISSING
     from_run: Optional[str] = checked(optional(lambda v: v != ""), "null or a run directory")
-    probe_texts: List[str] = MISSING
+    probe_texts: list[str] = MISSING
     generator_size: Optional[float] = checked(optional(lambda v: 0 < v <= 1), "a number in (0, 1]")
     discriminator_weight: Optional[float] = checked(optional(lambda v: v > 0), "a number > 0")
 

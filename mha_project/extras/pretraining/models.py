@@ -309,9 +309,9 @@ def build_pretrainer(backbone_cfg, pretrain_cfg, vocab_size: int):
     """The stage's model for ``pretrain.objective``, on a backbone as ``backbone_cfg`` (``model.backbone``) builds
     it, with the stage's dropout (and attention dropout 0): :class:`MaskedLanguageModel` (mlm) or
     :class:`ReplacedTokenDetector` (electra); built."""
-    from hydra.utils import instantiate
+    from mha_project.config import build
 
-    backbone = instantiate(backbone_cfg, vocab_size=vocab_size, dropout=pretrain_cfg.dropout, attention_dropout=0.0)
+    backbone = build(backbone_cfg, vocab_size=vocab_size, dropout=pretrain_cfg.dropout, attention_dropout=0.0)
     if pretrain_cfg.objective == "mlm":
         model = MaskedLanguageModel(
             backbone, tie_embeddings=pretrain_cfg.tie_embeddings, dtype=backbone.dtype_policy, name="masked_lm"

@@ -10,6 +10,5 @@ from hydra.experimental.callback import Callback
 class SweepNextStep(Callback):
     def on_multirun_end(self, config, **kwargs) -> None:
         # Printed, not logged: after the jobs, the root logger writes into the last job's train.log.
-        print(
-            f"next: python scripts/sweep_report.py {shlex.quote(str(config.hydra.sweep.dir))}   # the table, plot and means"
-        )
+        where = shlex.quote(str(config.hydra.sweep.dir))
+        print(f"next: python scripts/sweep_report.py {where}   # the table, plot and means")

@@ -14,8 +14,8 @@ import yaml
 
 from mha_project.atomic import write_text_atomic
 from mha_project.attention.plots import plt, save_figure
-from mha_project.extras.sweep_report.tables import cell, markdown, shown
 from mha_project.errors import UserError
+from mha_project.extras.sweep_report.tables import cell, markdown, shown
 
 # Fewer complete trials than this: the report gives no parameter importances (fANOVA on a handful of trials
 # ranks noise).
