@@ -18,7 +18,8 @@
     python benchmarks/anchors.py --tfidf-only data=folder data.path=/tmp/aclImdb   # TF-IDF and NB-LR alone
     python benchmarks/anchors.py --tfidf-only --max-n 3 data=folder data.path=/tmp/aclImdb   # 1-3-grams
 
-``--max-n 3`` gives both linear anchors trigrams too (``ngram_range=(1, 3)``, as the bag's ``model.ngram_max_n=3``).
+``--max-n 3`` gives both linear anchors trigrams too (``ngram_range=(1, 3)``, as the bag's
+``model.ngram_branch.max_n=3``).
 
 The arguments are scripts/train.py overrides: the splits are ``instantiate(cfg.data).splits(cfg.seed)``'s.
 Prints one JSON object: test accuracy and seconds per anchor.

@@ -7,14 +7,14 @@ keeps) and ratios (``NaiveBayesNgrams.adapt``) fit three ways, on the project's 
   steps: one softmax over the classes (what the bag trains) and K binary losses (one-vs-rest), so the two
   objectives are compared with the optimiser taken out of the question.
 
-The model's mini-batch run (``python scripts/train.py experiment=wide_deep model.ngram_branch=bigram_alone``)
+The model's mini-batch run (``python scripts/train.py experiment=wide_deep model/backbone=none``)
 is the fourth figure to set beside them.
 
     pip install -e ".[bench]"
     python benchmarks/bag_fit.py --c 0.2 data=table data.path=/tmp/wheel_datasets/news_outlets.csv \\
         data.label_column=outlet data.test_fraction=0.2 seed=1
 
-The arguments after the options are scripts/train.py overrides (``data=``, ``seed=``, ``model.ngram_*``).
+The arguments after the options are scripts/train.py overrides (``data=``, ``seed=``, ``model.ngram_branch.*``).
 Prints one JSON object: test (and validation) accuracy of each fit.
 """
 
@@ -98,7 +98,7 @@ def full_batch_adam(x, y, ratios, c: float, splits: dict, one_vs_rest: bool, ste
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--c", type=float, default=0.2, help="scikit-learn's C, the bag's model.ngram_c")
+    parser.add_argument("--c", type=float, default=0.2, help="scikit-learn's C, the bag's model.ngram_branch.c")
     parser.add_argument("--steps", type=int, default=500, help="full-batch Adam steps (default 500)")
     parser.add_argument("--lr", type=float, default=0.01, help="full-batch Adam's rate (default 0.01)")
     args, overrides = parser.parse_known_args()
@@ -109,9 +109,9 @@ def main() -> None:
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams
 
     data = instantiate(cfg.data).splits(cfg.seed)
-    max_n = cfg.model.ngram_max_n
+    max_n = cfg.model.ngram_branch.max_n
     train_ngrams, y = bag_ngrams(data.train_texts, max_n), np.asarray(data.train_labels)
-    bag = NaiveBayesNgrams(data.num_classes, cfg.model.ngram_features, max_n)  # the model's features and ratios
+    bag = NaiveBayesNgrams(data.num_classes, cfg.model.ngram_branch.features, max_n)  # the model's features and ratios
     bag.adapt([({"ngrams": train_ngrams}, y)])
     x = binary_matrix(train_ngrams, bag)
     splits = {}

@@ -3,7 +3,7 @@
     python benchmarks/choose_by_validation.py outputs/runs/*    # finished runs of several fits and seeds
 
 Reads each finished run directory given (``.hydra/config.yaml`` and ``metrics.json``), groups the runs that
-differ only in the fit (``trainer.ngram_lr``, ``trainer.epochs``, ``trainer.early_stopping_patience`` and the
+differ only in the fit (``optimizer.ngram_lr``, ``trainer.epochs``, ``trainer.early_stopping_patience`` and the
 bag's penalty) into one *setting* per dataset and model, and inside a setting pairs them by seed (a seed draws
 the same splits for every fit). For each seed that every fit of its setting ran, it keeps the fit with the best
 validation accuracy (a tie keeps the first fit in the order of the table) and prints one Markdown table: per
@@ -21,7 +21,13 @@ from omegaconf import OmegaConf
 
 from mha_project.extras.sweep_report.tables import markdown
 
-FIT_KEYS = ("trainer.ngram_lr", "trainer.epochs", "trainer.early_stopping_patience", "model.ngram_c")
+FIT_KEYS = ("optimizer.ngram_lr", "trainer.epochs", "trainer.early_stopping_patience", "model.ngram_branch.c")
+
+
+def model_name(cfg) -> str:
+    """The model's class, and ``alone`` for a bag without the encoder (``model/backbone=none``)."""
+    name = str(OmegaConf.select(cfg, "model._target_")).rpartition(".")[2]
+    return name + (" alone" if OmegaConf.select(cfg, "model.backbone") is None else "")
 
 
 def read_run(path: Path) -> dict | None:
@@ -30,7 +36,7 @@ def read_run(path: Path) -> dict | None:
     cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
     metrics = json.loads((path / "metrics.json").read_text())
     data = cfg.data
-    setting = (data.name, str(data.get("path")), str(data.get("label_column")), cfg.model.get("ngram_branch"))
+    setting = (data.name, str(data.get("path")), str(data.get("label_column")), model_name(cfg))
     fit = tuple(OmegaConf.select(cfg, key) for key in FIT_KEYS)
     return {"setting": setting, "fit": fit, "seed": cfg.seed, **metrics}
 

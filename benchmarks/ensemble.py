@@ -28,7 +28,7 @@ def main() -> None:
         sys.exit("usage: python benchmarks/ensemble.py RUN_A RUN_B")
     from hydra.utils import instantiate
 
-    from mha_project.analysis.runs import load_run
+    from mha_project.extras.analysis.runs import load_run
 
     runs = [load_run(path) for path in sys.argv[1:]]
     splits = [run.metrics.get("data_fingerprint", {}).get("test") for run in runs]

@@ -2,7 +2,7 @@
 
     python benchmarks/predict_throughput.py RUN_DIR TABLE [--rows 100000]
 
-RUN_DIR: a finished run with export/ (train.py export=true, the default); TABLE: a CSV with a text column
+RUN_DIR: a finished run with export/ (train.py savedmodel.export=true, the default); TABLE: a CSV with a text column
 (scripts/scale_table.py writes one). The three read the same first --rows texts; predict.py runs as its users
 run it (one process, its own start-up excluded: its reported rows/s), the other two in this process.
 Prints one JSON object.
@@ -49,7 +49,7 @@ def main() -> None:
     import_tensorflow_quietly()
     import tensorflow as tf
 
-    from mha_project.analysis.runs import load_run
+    from mha_project.extras.analysis.runs import load_run
 
     run = load_run(args.run_dir)
     loop = texts[: args.loop_rows]

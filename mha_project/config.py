@@ -145,7 +145,10 @@ class ClassifierConfig:
     def check(model: DictConfig, cfg: DictConfig) -> None:
         backbone = model.backbone
         if backbone is None:
-            return
+            raise ConfigError(
+                f"model.backbone=null is invalid for {model._target_.rpartition('.')[2]}: it classifies what its "
+                "backbone computes; only model=wide_deep trains without one (its bag of n-grams alone)"
+            )
         if cfg.data.seq_len > backbone.max_len:
             raise ConfigError(
                 f"data.seq_len={cfg.data.seq_len} is invalid: must be <= model.backbone.max_len={backbone.max_len} "
@@ -215,7 +218,7 @@ class AttentionLogConfig:
 class LoggerConfig:
     tensorboard: bool = MISSING
     attention: AttentionLogConfig = field(default_factory=AttentionLogConfig)
-    overfit_hint: bool = MISSING  # the last line says when training accuracy runs ahead of validation
+    overfit_hint: bool = MISSING  # the last line says when validation loss rose after its lowest epoch
     profile_batches: List[int] = checked(
         lambda v: len(v) == 0 or (len(v) == 2 and 1 <= v[0] <= v[1]), "[] or [start, stop] with 1 <= start <= stop"
     )
@@ -367,6 +370,10 @@ def not_a_setting(key: str) -> str:
     return f"{key} is not a setting of this project; {hint}`python scripts/train.py --help` lists the settings"
 
 
+# The groups whose choice says what was trained (the others wrap the job: logging, records, reports).
+CHOSEN_PARTS = ("data", "model", "optimizer", "loss", "trainer", "pretrain", "experiment", "debug", "hparams_search")
+
+
 def hparams_of(cfg: DictConfig, choices=None) -> dict:
     """The hyper-parameters a run trained with, by the names a user types (``heads``, ``key_dim``, every other
     model option by its own name, a part built from a node of its own by its class and its options, e.g.
@@ -382,7 +389,7 @@ def hparams_of(cfg: DictConfig, choices=None) -> dict:
     values |= {f"optimizer.{k}": v for k, v in optimizer.items() if not isinstance(v, dict)}
     values |= {name: OmegaConf.select(cfg, keys[0]) for name, keys in SHORTCUTS.items()}
     values |= {"truncation": cfg.data.truncation, "dataset": cfg.data.name, "seed": cfg.seed}
-    values |= {group: option for group, option in (choices or {}).items() if not group.startswith("hydra")}
+    values |= {g: o for g, o in (choices or {}).items() if g.split("/")[0] in CHOSEN_PARTS and o is not None}
     if values.get("value_dim") is None:
         values["value_dim"] = values["key_dim"]
     return {k: v for k, v in values.items() if v is not None and "_" != k.rpartition(".")[2][:1]}

@@ -2,9 +2,7 @@
 what each stage recorded (with the run_record extra, its identity too: a fingerprint of the config).
 
 :func:`new_run` is how ``train`` opens one by default: a new or empty directory only (resuming a run, or
-replacing one, needs to know which run a directory holds: the run_record extra). :func:`check_run_dir` is the
-reading side's first question (is this a finished run?), standard library only, so the tools answer a wrong
-path before TensorFlow loads."""
+replacing one, needs to know which run a directory holds: the run_record extra)."""
 
 from __future__ import annotations
 
@@ -15,10 +13,10 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from mha_project.atomic import write_json_atomic
-from mha_project.errors import RunDirRefused, UserError, message_line
+from mha_project.errors import RunDirRefused, message_line
 
 IDENTITY_FILE = "run.json"
 FAILURE_FILE = "failure.json"  # why a run stopped before it finished (the run_record extra writes it)
@@ -148,74 +146,3 @@ def latest_target(path: Path) -> Path | None:
     if len(lines) != 2 or lines[1] != LATEST_MARK or "/" in lines[0] or lines[0] in ("", ".", ".."):
         return None
     return path.parent / lines[0]
-
-
-def check_run_dir(path, needs_attention: bool = False) -> Path:
-    """The finished run directory ``path`` names (a ``latest`` file: the run it names); a one-line UserError
-    unless it is one. ``needs_attention``: also unless its model has attention layers (read from its config)."""
-    path = Path(path)
-    target = latest_target(path)
-    if target is not None and not target.is_dir():
-        raise UserError(
-            f"{path} names run {target.name}, which is not a directory in {path.parent} (moved or deleted); "
-            "name a run directory"
-        )
-    if target is None and path.name == LATEST and (path.is_file() or path.is_symlink()) and not path.is_dir():
-        raise UserError(
-            f"{path} names no run: it is not the file scripts/train.py writes there (a run's name and a mark); "
-            "name a run directory"
-        )
-    path = target or path
-    if not path.is_dir():
-        raise UserError(
-            f"run dir {path} does not exist or is not a directory "
-            "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
-        )
-    if (path / FAILURE_FILE).is_file() and not (path / METRICS_FILE).is_file():
-        try:
-            reason = json.loads((path / FAILURE_FILE).read_text()).get("reason", "no reason recorded")
-        except (OSError, ValueError, AttributeError):
-            reason = f"its {FAILURE_FILE} is unreadable"
-        raise UserError(f"{path} is a run that failed before it finished: {reason}")
-    if not (path / ".hydra" / "config.yaml").is_file():
-        raise UserError(
-            f"{path} is not a run directory: no .hydra/config.yaml "
-            "(expected a directory written by scripts/train.py, e.g. outputs/runs/<time>)"
-        )
-    missing = [name for name in (METRICS_FILE, MODEL_FILE, VOCAB_FILE) if not (path / name).is_file()]
-    if missing and (path / METRICS_FILE).is_file():
-        raise UserError(
-            f"{path} is damaged: it finished, but {', '.join(missing)} is missing; restore the file, or train it "
-            "again in a new hydra.run.dir"
-        )
-    if missing:
-        raise UserError(
-            f"{path} is a run that never finished (missing {', '.join(missing)}); "
-            f"resume it with: python scripts/train.py hydra.run.dir={path} <same overrides>"
-        )
-    try:
-        found = (read_record(path) or {}).get("format")
-    except RunDirRefused as err:
-        raise UserError(str(err)) from None
-    if found != RUN_FORMAT:
-        raise UserError(other_format(path, found))
-    if needs_attention:
-        try:
-            cfg = OmegaConf.load(path / ".hydra" / "config.yaml")
-        except Exception:  # noqa: BLE001 - a damaged config is reported by the loader, with what to do
-            return path
-        if not has_attention(cfg):
-            raise no_attention(path)
-    return path
-
-
-def has_attention(cfg) -> bool:
-    """Whether a run of this config has attention layers (a bag of n-grams alone has no backbone)."""
-    return OmegaConf.select(cfg, "model.backbone") is not None
-
-
-def no_attention(path) -> UserError:
-    return UserError(
-        f"{path} holds a model without attention layers (a bag of n-grams alone, model.backbone=null): there is no "
-        "attention to inspect; use a run with an encoder"
-    )

@@ -11,13 +11,16 @@ import importlib.util
 import logging
 import os
 import re
+import shlex
 import sys
+from pathlib import Path
 from typing import NoReturn
 
+from mha_project.attention import ATTENTION_PLUGIN
 from mha_project.errors import CommandFailed, UserError, printable
 from mha_project.quiet import import_tensorflow_quietly
 
-__all__ = ["fail", "free_port", "import_tensorflow_quietly", "run_hydra_app"]
+__all__ = ["fail", "free_port", "import_tensorflow_quietly", "report_run", "run_hydra_app"]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -83,6 +86,24 @@ def run_hydra_app(main) -> None:
 
             fail(not_a_setting(overridden.group(1)))
         fail(one_line(err))
+    except ValueError as err:
+        if not raised_by_hydra(err):
+            raise
+        nulled = [a for a in sys.argv[1:] if "/" in a.split("=", 1)[0] and a.endswith("=null")]
+        if nulled:  # Hydra's own words are "Config group override must be a string or a list. Got NoneType"
+            key = nulled[0].split("=", 1)[0]
+            fail(
+                f"{nulled[0]} is invalid: a config group takes an option's name (`{key}=none` where the group has one)"
+            )
+        fail(one_line(err))
+
+
+def raised_by_hydra(err: BaseException) -> bool:
+    """Whether ``err`` was raised inside Hydra (composing the config), not by the job."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "/hydra/" in tb.tb_frame.f_code.co_filename
 
 
 def one_line(err: BaseException) -> str:
@@ -101,3 +122,46 @@ def one_line(err: BaseException) -> str:
         out += (" " if out.endswith(":") else ", ") + part if listing else "; " + part
         listing = listing or part.endswith(":")
     return out
+
+
+def next_steps(run_dir: Path, attention: bool = True) -> str:
+    """What a learner can do with the finished run, its path quoted for a shell where needed; the attention
+    tool only for a model that has attention."""
+    where = shlex.quote(str(run_dir))
+    steps = [f"python scripts/evaluate.py {where}", f"tensorboard --logdir {where}"]
+    if attention:
+        steps.insert(1, f'python scripts/inspect_attention.py {where} "a sentence of your own"')
+        steps[-1] += f"   # then the Attention tab: http://localhost:6006/#{ATTENTION_PLUGIN}"
+    return "next:\n  " + "\n  ".join(steps)
+
+
+def report_run(run_dir: Path, metrics: dict, finished_before: bool, attention: bool, rose_after=None) -> None:
+    """A training run's last lines: where it is, its test accuracy, which epoch was tested and why training
+    stopped. ``rose_after``: the epoch after which validation loss rose (history.csv), said as what was seen."""
+    log = logging.getLogger("mha_project.training.train")
+    if not finished_before:
+        log.info(next_steps(run_dir, attention))
+    done = " (already finished; nothing was changed)" if finished_before else ""
+    seconds = "" if finished_before else f", {metrics['train_seconds']:.1f}s"
+    epochs = metrics["epochs_run"]
+    log.info(f"run dir: {run_dir}{done}")
+    log.info(
+        f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
+        f"{epochs} epoch{'' if epochs == 1 else 's'}{seconds})"
+    )
+    monitor = metrics["monitor"].replace("_", " ")
+    line = f"tested epoch {metrics['best_epoch']}'s weights (the best {monitor})"
+    planned = metrics["hparams"]["epochs"]
+    if metrics["stopped_early"]:
+        line += (
+            f"; early stopping ended training after epoch {epochs} of {planned}: {monitor} had not improved for "
+            "trainer.early_stopping_patience epochs"
+        )
+    else:
+        line += f"; trained all {planned} epochs" if planned > 1 else "; trained its one epoch"
+    if rose_after is not None:
+        line += (
+            f"; validation loss was lowest after epoch {rose_after} and rose after it while training accuracy "
+            f"reached {metrics['last_train_accuracy']:.2f}"
+        )
+    log.info(line)

@@ -8,7 +8,7 @@ import json
 import sys
 
 from mha_project.errors import UserError
-from mha_project.run_dir import check_run_dir
+from mha_project.extras.analysis.finished import check_run_dir
 
 from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 
@@ -20,7 +20,7 @@ def main() -> None:
     try:
         check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
         import_tensorflow_quietly()
-        from mha_project.analysis.evaluate import evaluate_run
+        from mha_project.extras.analysis.evaluate import evaluate_run
 
         result = evaluate_run(args.run_dir)
     except UserError as err:

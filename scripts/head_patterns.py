@@ -15,7 +15,7 @@ import argparse
 import json
 
 from mha_project.errors import UserError
-from mha_project.run_dir import check_run_dir
+from mha_project.extras.analysis.finished import check_run_dir
 
 from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 

@@ -15,7 +15,7 @@ PNG grid (layers x heads) and the same images into the run's TensorBoard log (te
 import argparse
 
 from mha_project.errors import UserError
-from mha_project.run_dir import check_run_dir
+from mha_project.extras.analysis.finished import check_run_dir
 
 from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 
@@ -53,8 +53,8 @@ def main() -> None:
                 raise UserError("--compare needs --html FILE: the two head views are written there, side by side")
             check_run_dir(args.compare, needs_attention=True)
         import_tensorflow_quietly()
-        from mha_project.analysis.inspection import inspect_text
-        from mha_project.analysis.runs import load_run
+        from mha_project.extras.analysis.inspection import inspect_text
+        from mha_project.extras.analysis.runs import load_run
 
         run = load_run(args.run_dir, needs_attention=True)
         draw = None

@@ -19,8 +19,8 @@ import signal
 import sys
 
 from mha_project.errors import UserError
+from mha_project.extras.analysis.finished import check_run_dir
 from mha_project.extras.sweep_report.tables import plural
-from mha_project.run_dir import check_run_dir
 
 from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 
@@ -40,7 +40,7 @@ def main() -> None:
         if args.batch_size < 1:
             raise UserError(f"--batch-size={args.batch_size} is invalid: must be an integer >= 1")
         import_tensorflow_quietly()
-        from mha_project.analysis.runs import load_run
+        from mha_project.extras.analysis.runs import load_run
         from mha_project.extras.predict.predict import predict_file, progress_bar
 
         run = load_run(args.run_dir, needs_data=False)  # model.keras and vocab.txt are all predicting needs

@@ -112,8 +112,8 @@ def test_the_tools_scores_are_what_the_models_own_forward_pass_computed(override
 
 @pytest.mark.slow
 def test_scores_of_a_trained_run(tiny_run: Path):
-    from mha_project.analysis.runs import load_run
     from mha_project.attention.scores import scores_for_texts
+    from mha_project.extras.analysis.runs import load_run
 
     run = load_run(tiny_run)
     texts = ["the coffee was great", "bad", "great great tea and more words than the others here"]
@@ -170,8 +170,8 @@ def test_inspect_attention_cli(tiny_run: Path, tmp_path):
     ]
 
     # The rest in-process (the command line above prints what inspect_text returns).
-    from mha_project.analysis.inspection import inspect_text
     from mha_project.errors import UserError
+    from mha_project.extras.analysis.inspection import inspect_text
 
     long = inspect_text(tiny_run, " ".join(["great"] * 50), out=str(tmp_path / "long.png"))
     assert "only the first 32 are used (data.seq_len, data.truncation=head)" in long["notice"]

@@ -5,8 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-from mha_project.training.callbacks import BestWeights
-from mha_project.training.train import best_of, best_row, monitor_mode
+from mha_project.training.fit import BestWeights, best_of, best_row, monitor_mode
 
 # Three epochs: accuracy peaks at the second, loss is lowest at the third.
 EPOCHS = [

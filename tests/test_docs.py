@@ -52,3 +52,35 @@ def test_every_readme_section_a_comment_names_is_a_heading_of_the_readme():
     named = {found: path.name for path in paths for found in re.findall(r'README "([^"]+)"', path.read_text("utf-8"))}
     assert len(named) >= 3
     assert {section: path for section, path in named.items() if section not in headings} == {}
+
+
+def test_the_readme_lists_every_experiment_there_is():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| `experiment` |"))
+    listed = set(re.findall(r"`(\w+)`", row.split("|")[2]))
+    files = [
+        *(ROOT / "configs" / "experiment").glob("*.yaml"),
+        *(ROOT / "mha_project").glob("extras/*/configs/experiment/*.yaml"),
+    ]
+    assert listed == {f.stem for f in files}
+
+
+PATH = re.compile(
+    r"(?<![\w./-])((?:mha_project|configs|scripts|docs|benchmarks|tests|hydra_plugins|notebooks)/[\w./-]*\w)"
+)
+
+
+def test_every_path_the_readme_and_docs_name_exists():
+    documents = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    named = {(doc.name, path) for doc in documents for path in PATH.findall(doc.read_text(encoding="utf-8"))}
+    assert len(named) >= 40
+    missing = sorted((doc, path) for doc, path in named if not (ROOT / path).exists())
+    assert missing == []
+
+
+def test_a_name_the_docs_place_in_a_file_is_in_that_file():
+    documents = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    near = r"`(\w+)`[^`\n]{0,40}\n?[^`\n]{0,20}`(mha_project/[\w/]+\.py)`"  # `OptunaPruning`, a callback in `path`
+    placed = [(doc.name, *found) for doc in documents for found in re.findall(near, doc.read_text("utf-8"))]
+    assert len(placed) >= 3
+    assert [p for p in placed if p[1] not in (ROOT / p[2]).read_text("utf-8")] == []

@@ -81,8 +81,8 @@ def test_tools_refuse_paths_that_are_not_finished_runs(tmp_path):
 
 
 def test_lambda_model_is_refused(tmp_path):
-    from mha_project.analysis.runs import load_model
     from mha_project.errors import UserError
+    from mha_project.extras.analysis.runs import load_model
 
     inputs = keras.Input((3,))
     model = keras.Model(inputs, keras.layers.Lambda(lambda x: x * 2)(inputs))
@@ -203,9 +203,9 @@ def test_inspect_into_an_unwritable_place_and_a_run_whose_data_folder_moved(tiny
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("test/extra has no train/ twin and is ignored") == 1  # it was printed three times
     # Files added to test/ after training: the tools warn that the data changed since the recorded figures.
-    from mha_project.analysis.evaluate import evaluate_run
-    from mha_project.analysis.runs import load_run
     from mha_project.errors import UserError
+    from mha_project.extras.analysis.evaluate import evaluate_run
+    from mha_project.extras.analysis.runs import load_run
 
     assert evaluate_run(folder_run)["data_changed"] == []  # in-process; the command line is checked next
     for i in range(4):

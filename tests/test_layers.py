@@ -283,7 +283,7 @@ def test_encoder_block_returns_scores_in_the_functional_api():
 
 def test_a_bfloat16_classifier_loads_and_predicts_in_a_float32_process(tmp_path):
     # Sub-layers keep the saved layer's dtype policy, whatever the loading process's global policy.
-    from mha_project.analysis.runs import load_model
+    from mha_project.extras.analysis.runs import load_model
 
     model = small_model(30, 2, "trainer.precision=mixed_bfloat16", max_len=12, num_layers=2, num_heads=4)
     expected = keras.ops.convert_to_numpy(model(IDS))

@@ -1,5 +1,5 @@
 """A run directory as the reading tools and the core's train see it: run.json's format and damage, failure.json's
-reason, the ``latest`` file, what a finished run suggests next (mha_project/run_dir.py, training/train.py)."""
+reason, the ``latest`` file, what a finished run suggests next (mha_project/run_dir.py, scripts/entry.py)."""
 
 import json
 import os
@@ -15,7 +15,8 @@ from mha_project.errors import RunDirRefused, UserError
 @pytest.mark.slow
 def test_without_a_run_record_train_uses_only_an_empty_dir_and_records_its_stages(tmp_path):
     # The run_record extra left out by config: the core opens only a new or empty directory, and keeps no backup.
-    from mha_project.run_dir import RUN_FORMAT, check_run_dir
+    from mha_project.extras.analysis.finished import check_run_dir
+    from mha_project.run_dir import RUN_FORMAT
     from mha_project.training.train import train
 
     cfg = compose_cfg(*TINY, *QUIET, "~run_record")
@@ -35,7 +36,8 @@ def test_without_a_run_record_train_uses_only_an_empty_dir_and_records_its_stage
 
 
 def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(tmp_path):
-    from mha_project.run_dir import RUN_FORMAT, check_run_dir
+    from mha_project.extras.analysis.finished import check_run_dir
+    from mha_project.run_dir import RUN_FORMAT
 
     (tmp_path / ".hydra").mkdir()
     (tmp_path / ".hydra" / "config.yaml").write_text("seed: 1\n")
@@ -63,7 +65,8 @@ def test_a_damaged_run_json_is_named_damaged_not_old_and_a_fifo_is_never_opened(
 
 
 def test_a_latest_file_naming_no_run_says_so_and_what_it_names(tmp_path):
-    from mha_project.run_dir import LATEST_MARK, check_run_dir
+    from mha_project.extras.analysis.finished import check_run_dir
+    from mha_project.run_dir import LATEST_MARK
 
     runs = tmp_path / "outputs" / "runs"
     (runs / "2026-12-01_10-00-00").mkdir(parents=True)
@@ -89,12 +92,18 @@ def test_a_recorded_reason_reaches_the_terminal_without_its_control_characters(t
 def test_next_steps_quote_paths_that_need_it_and_fit_the_run(tmp_path):
     import shlex
 
-    from mha_project.training.train import next_steps
+    from mha_project.attention import ATTENTION_PLUGIN
+
+    from entry import next_steps
 
     odd = tmp_path / 'my runs <1> "x"'
     steps = next_steps(odd).splitlines()[1:]
     assert steps[0].strip() == f"python scripts/evaluate.py {shlex.quote(str(odd))}"
     assert shlex.split(steps[0])[-1] == str(odd)  # a shell reads the path back whole
+    assert steps[-1].strip().endswith("the Attention tab: http://localhost:6006/#attention")
+    assert (
+        ATTENTION_PLUGIN == "attention"
+    )  # the plugin's name is the tab's route (mha_project/extras/head_view/plugin.py)
     bag = next_steps(tmp_path / "bag", attention=False)
     assert "inspect_attention.py" not in bag and "head_patterns.py" not in bag and "attention.html" not in bag
 

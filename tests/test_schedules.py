@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from conftest import TINY, compose_cfg
 from mha_project.data.pipeline import pipeline_from_token_ids
-from mha_project.training.schedules import WarmupCosine
-from mha_project.training.train import build_model, compile_model, warmup_cosine
+from mha_project.training.schedules import WarmupCosine, warmup_cosine
+from mha_project.training.train import build_model, compile_model
 
 
 @pytest.mark.parametrize(

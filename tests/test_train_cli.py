@@ -66,7 +66,9 @@ def test_run_directory_is_complete(tiny_run: Path):
 
     assert {name: metrics["hparams"][name] for name in core} == core
     assert "sliding_window" not in metrics["hparams"]  # null (attend to every token) is no HParams value
-    assert metrics["hparams"] == hparams_of(OmegaConf.load(tiny_run / ".hydra" / "config.yaml"))
+    choices = OmegaConf.load(tiny_run / ".hydra" / "hydra.yaml").hydra.runtime.choices
+    assert metrics["hparams"] == hparams_of(OmegaConf.load(tiny_run / ".hydra" / "config.yaml"), choices)
+    assert metrics["hparams"]["debug"] == "tiny" and "callbacks" not in metrics["hparams"]  # none: not recorded
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["epochs_run"] == 1 and metrics["params"] > 0
     assert metrics["train_examples_per_second"] > 0 and metrics["test_examples"] == 160
     for name in (
@@ -189,8 +191,8 @@ def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tm
     import keras
 
     from conftest import compose_cfg
-    from mha_project.analysis.evaluate import evaluate_run
-    from mha_project.analysis.inspection import inspect_text
+    from mha_project.extras.analysis.evaluate import evaluate_run
+    from mha_project.extras.analysis.inspection import inspect_text
     from mha_project.training.train import train
 
     run_dir = tmp_path / "bf16"
@@ -212,7 +214,7 @@ def test_a_bfloat16_run_with_dollar_signs_in_its_probes_works_with_every_tool(tm
 
 
 def test_a_run_turns_text_into_the_ids_model_keras_takes(tiny_run: Path):
-    from mha_project.analysis.runs import load_run
+    from mha_project.extras.analysis.runs import load_run
 
     run = load_run(tiny_run)
     ids = run.token_ids(["great coffee", "great coffee, would buy again and again"])

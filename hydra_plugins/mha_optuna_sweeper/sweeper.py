@@ -3,7 +3,7 @@
 Several workers (the same command in several terminals or on several machines, one ``hydra.sweeper.storage``)
 fill the same study: each asks for a trial only while the study holds fewer than ``n_trials`` finished or
 running ones. Each job reports its validation accuracy after every epoch to its trial through the storage
-(``mha_project.training.callbacks.OptunaPruning``) and stops when the pruner says so; a pruned trial tells the
+(``mha_project.extras.optuna.pruning.OptunaPruning``) and stops when the pruner says so; a pruned trial tells the
 study itself and keeps its run directory. A trial whose worker died is marked failed when a worker next starts
 (on the same machine: its process is gone; in a database: its heartbeat stopped).
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 import keras
 from keras import layers
 
-from mha_project.model import PACKAGE
+from mha_project import PACKAGE
 from mha_project.model.layers import EncoderBlock, LocalConvolution, TokenAndPositionEmbedding
 
 

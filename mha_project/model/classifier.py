@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 from keras import layers
 
+from mha_project import PACKAGE
 from mha_project.config import POOLINGS
-from mha_project.model import PACKAGE
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
 from mha_project.model.poolings import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
+from mha_project import PACKAGE
 from mha_project.config import EMBEDDING_NORMS
-from mha_project.model import PACKAGE
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -130,7 +130,7 @@ class TokenAndPositionEmbedding(layers.Layer):
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class LocalConvolution(layers.Layer):
-    """Each token's vector mixed with its neighbours' before attention (``model.local_conv``)::
+    """Each token's vector mixed with its neighbours' before attention (``model.backbone.local_conv``)::
 
         x = LayerNorm(x + Dropout(Conv1D(embed_dim, width, gelu, padding="same")(x * padding_mask)))
 

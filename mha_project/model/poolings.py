@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from mha_project.model import PACKAGE
+from mha_project import PACKAGE
 
 
 class _MaskedPooling(layers.Layer):

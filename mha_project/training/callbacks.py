@@ -1,4 +1,4 @@
-"""Keras callbacks and TensorBoard records that Keras does not ship.
+"""What a fit logs to TensorBoard: Keras's scalars, and the attention records Keras does not ship.
 
 * :class:`AttentionLogger` writes attention heatmaps, score histograms, per-head entropy and the
   probe predictions to TensorBoard every ``every_n_epochs`` epochs (Keras's TensorBoard callback
@@ -15,15 +15,11 @@ TensorBoard tags (documented in the README):
 from __future__ import annotations
 
 import contextlib
-import csv
-import time
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from mha_project.atomic import replaced_atomically
 from mha_project.attention.summaries import write_attention_summaries
 
 
@@ -136,119 +132,3 @@ class AttentionLogger(keras.callbacks.Callback):
             classify=self.classify,
             run_label=self.run_label,
         )
-
-
-class HistoryCSVLogger(keras.callbacks.CSVLogger):
-    """``CSVLogger`` for history.csv that adds the :class:`EpochCounter`'s columns (``elapsed_seconds``,
-    ``data_epochs``) to each row, outside the epoch logs: the progress line keeps Keras's one clock and
-    TensorBoard does not get a scalar per clock.
-
-    ``validation=False`` (a stage without validation data): Keras's version would add an empty ``val_`` twin
-    of every column (written ``NA``) in case validation appears later; then the columns are the logs."""
-
-    def __init__(self, filename, counter, validation: bool = True, **kwargs):
-        super().__init__(filename, **kwargs)
-        self.counter = counter
-        self.validation = validation
-
-    def on_epoch_end(self, epoch, logs=None):
-        row = {**(logs or {}), **self.counter.columns}
-        if self.keys is None and not self.validation:
-            self.keys = sorted(row.keys())
-        super().on_epoch_end(epoch + 1, row)  # epochs counted from 1, as Keras's progress line counts them
-
-
-class EpochCounter(keras.callbacks.Callback):
-    """Remembers the last completed epoch and, in ``columns``, ``elapsed_seconds`` (training time since the
-    run began, across resumes: ``elapsed_offset`` is what earlier processes trained), which
-    :class:`HistoryCSVLogger` writes, so history.csv tells when a validation accuracy was first reached.
-    With several validations per epoch it also counts ``data_epochs``, the passes over the data so far."""
-
-    def __init__(self, validations_per_epoch: int = 1, elapsed_offset: float = 0.0):
-        super().__init__()
-        self.last_epoch = 0
-        self.diverged_epoch = None  # the first epoch (1-based) that ended with a NaN/inf loss
-        self.start = None
-        self.validations_per_epoch = validations_per_epoch
-        self.elapsed_offset = elapsed_offset
-        self.columns = {}
-
-    def on_train_begin(self, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.last_epoch = epoch + 1
-        if logs is not None and self.diverged_epoch is None and not np.isfinite(logs.get("loss", 0.0)):
-            self.diverged_epoch = epoch + 1  # TerminateOnNaN ends fit within this epoch
-        if self.start is not None:
-            self.columns = {"elapsed_seconds": round(self.elapsed_offset + time.perf_counter() - self.start, 2)}
-            if self.validations_per_epoch > 1:  # a Keras "epoch" is one validation: say how much data was seen
-                self.columns["data_epochs"] = round((epoch + 1) / self.validations_per_epoch, 3)
-
-
-class BestWeights(keras.callbacks.Callback):
-    """Keep the weights of the best epoch by ``monitor``, written atomically (temp file + rename).
-
-    Only an epoch whose loss and every weight are finite can be "best": a diverged model with NaN
-    weights still predicts one class for everything, and so can score the majority share.
-
-    Written here instead of using ``ModelCheckpoint(save_best_only=True)`` because that callback
-    writes the .h5 file in place: a run killed mid-write leaves a corrupt "best" checkpoint behind.
-    """
-
-    def __init__(self, path, monitor: str = "val_accuracy", mode: str = "max", initial_best: float | None = None):
-        super().__init__()
-        self.path = Path(path)
-        self.monitor = monitor
-        self.sign = -1.0 if mode == "min" else 1.0  # compared as sign * value: higher is better
-        self.best = -np.inf if initial_best is None else self.sign * initial_best
-        self.best_epoch = None  # 1-based, of this process's fit; None while no epoch has been kept
-
-    def on_epoch_end(self, epoch, logs=None):
-        logs = logs or {}
-        value = logs.get(self.monitor)
-        if value is None or not np.isfinite(value) or self.sign * value <= self.best:
-            return
-        if not np.isfinite(logs.get("loss", 0.0)) or not weights_are_finite(self.model):
-            return
-        self.best = self.sign * float(value)
-        self.best_epoch = epoch + 1
-        with replaced_atomically(self.path) as tmp:
-            self.model.save_weights(tmp, overwrite=True)
-
-
-def weights_are_finite(model) -> bool:
-    """Whether every weight of ``model`` is finite (no NaN, no inf)."""
-    return all(bool(np.isfinite(keras.ops.convert_to_numpy(w)).all()) for w in model.weights)
-
-
-class ResumedEarlyStopping(keras.callbacks.EarlyStopping):
-    """``EarlyStopping`` that, in a resumed fit, counts the epochs trained before the kill
-    (``previous``: their history.csv rows) as the fit never killed did, so it stops at the same epoch."""
-
-    def __init__(self, previous: list[dict], **kwargs):
-        super().__init__(**kwargs)
-        self.previous = [float(row[self.monitor]) if row.get(self.monitor) else None for row in previous]
-
-    def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
-        for epoch, value in enumerate(self.previous):  # EarlyStopping.on_epoch_end's count, without stopping
-            if value is None or epoch < self.start_from_epoch:
-                continue
-            self.wait += 1
-            if self.best is None or self._improves(value, self.best):
-                self.best, self.best_epoch, self.wait = value, epoch, 0
-
-    def _improves(self, value: float, best: float) -> bool:
-        """Keras's test of an improvement for ``mode`` max or min (the project monitors with an explicit mode)."""
-        if self.mode == "min":
-            return value + self.min_delta < best
-        return value - self.min_delta > best
-
-
-def read_history(path: Path) -> list[dict]:
-    """history.csv's rows (one per validation, written by :class:`HistoryCSVLogger`)."""
-    if not Path(path).exists():
-        return []
-    with open(path, newline="") as f:
-        return [row for row in csv.DictReader(f) if row.get("epoch", "").strip().isdigit()]

@@ -7,7 +7,7 @@ import math
 import keras
 from keras import ops
 
-from mha_project.model import PACKAGE
+from mha_project import PACKAGE
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -45,3 +45,9 @@ class WarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self) -> dict:
         return {"peak": self.peak, "warmup_steps": self.warmup_steps, "decay_steps": self.decay_steps}
+
+
+def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int) -> WarmupCosine:
+    """A linear warm-up over ``warmup_fraction`` of ``total_steps``, then cosine decay to 0."""
+    warmup_steps = int(warmup_fraction * total_steps)
+    return WarmupCosine(peak=lr, warmup_steps=warmup_steps, decay_steps=total_steps - warmup_steps)

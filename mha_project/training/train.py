@@ -1,27 +1,22 @@
 """``train(cfg)``: data -> model -> compile -> fit with callbacks -> test once -> save: the recipe, top to bottom.
 
-Every part is a config node that ``hydra.utils.instantiate`` builds: ``cfg.data`` (a ``TextData``), ``cfg.model``
-(a ``TextClassifier`` on its backbone), ``cfg.optimizer``, ``cfg.loss``, ``cfg.callbacks`` (more Keras callbacks),
-``cfg.trainer.strategy`` (the devices); an extra is a config choice of another ``_target_``. A run directory
-(``cfg.run_dir``: Hydra's output dir) ends up holding:
+Every part is a config node that ``hydra.utils.instantiate`` builds (``build``): ``cfg.data`` (a ``TextData``),
+``cfg.model`` (a ``TextClassifier`` on its backbone), ``cfg.optimizer``, ``cfg.loss``, ``cfg.callbacks`` (more
+Keras callbacks), ``cfg.trainer.strategy`` (the devices); an extra is a config choice of another ``_target_``.
+A run directory (``cfg.run_dir``: Hydra's output dir) ends up holding:
 
     .hydra/config.yaml   the composed config, written once every check has passed
-    run.json             the run's format, identity and last finished stage (mha_project/run_dir.py)
+    run.json             the run's format and last finished stage (mha_project/run_dir.py)
     vocab.txt            the vocabulary            model_summary.txt   the model's layers
-    history.csv          one row per epoch         backup/             what a killed run resumes from
-    checkpoints/         the best epoch's weights  tensorboard/        scalars and attention
-    model.keras          the trained classifier    metrics.json        written last: the run finished
+    history.csv          one row per epoch         checkpoints/        the best epoch's weights
+    tensorboard/         scalars and attention     model.keras         the trained classifier
+    metrics.json         written last: the run finished
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import math
-import shlex
-import sys
-import time
 from pathlib import Path
 
 import keras
@@ -36,17 +31,20 @@ from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import model_summary, uncompiled_copy
 from mha_project.run_dir import METRICS_FILE, MODEL_FILE, VOCAB_FILE, RunRecord, new_run
-from mha_project.training.callbacks import (
+from mha_project.training.callbacks import tensorboard_callbacks
+from mha_project.training.fit import (
     BestWeights,
-    EpochCounter,
-    HistoryCSVLogger,
+    FitPlan,
     ResumedEarlyStopping,
-    read_history,
-    tensorboard_callbacks,
+    best_of,
+    diverged_message,
+    fit_resumably,
+    monitor_mode,
+    plan_fit,
+    trained_results,
 )
-from mha_project.training.schedules import WarmupCosine
+from mha_project.training.schedules import warmup_cosine
 
-# Status lines go through logging: Hydra prints them and keeps them in the run's train.log.
 log = logging.getLogger(__name__)
 
 BEST_WEIGHTS = Path("checkpoints") / "best.weights.h5"  # inside the run directory
@@ -54,95 +52,100 @@ BEST_WEIGHTS = Path("checkpoints") / "best.weights.h5"  # inside the run directo
 
 def train(cfg: DictConfig, run_dir=None) -> dict:
     """Train one model as configured; write the run directory; return the metrics dict. ``run_dir`` (a test,
-    a notebook) stands for Hydra's output dir. The same config again resumes a killed run where it stopped."""
+    a notebook) stands for Hydra's output dir. With the run_record extra, the same config again resumes a
+    killed run where it stopped, and a finished one returns its metrics untouched."""
     cfg = with_run_dir(cfg, run_dir)
     validate_config(cfg)  # before any data is loaded or file written
     check_activation(cfg)
 
-    # 1. The process: the devices it trains on (trainer.strategy), seeds, determinism.
+    # 1. The process: the devices it trains on (trainer.strategy), seeds, determinism, the run directory.
     strategy = build(cfg.trainer.strategy) if cfg.trainer.strategy else tf.distribute.get_strategy()
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
-    # The run directory: a new one, or (the run_record extra's opener) this config's own run to resume.
-    open_run = build(cfg.run_record) if cfg.get("run_record") else new_run
+    open_run = build(cfg.run_record) if cfg.get("run_record") else new_run  # run_record: one that resumes
     with open_run(cfg, Path(cfg.run_dir)) as record:
-        return train_in(cfg, record, strategy)
+        run_dir = record.path
+        if record.finished:
+            return already_finished(record)
+
+        # 2. Text -> token ids: the splits, the run's vocabulary (a resumed run's own), the pipelines.
+        data = build(cfg.data)
+        splits = data.splits(cfg.seed)
+        log.info(
+            f"data: {splits.name} · classes {splits.class_names} · train {len(splits.train_texts)} · "
+            f"val {len(splits.val_texts)} · test {len(splits.test_texts)}"
+        )
+        resuming = record.stage != "started" or bool(record.previous_epochs(run_dir))
+        preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
+        part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
+
+        def batches(texts, labels, shuffle=False, batch_size=cfg.trainer.batch_size, part=(0, 1), text_inputs=None):
+            return data.pipeline(texts, labels, preprocessor, batch_size, cfg.seed, shuffle=shuffle, part=part,
+                                 text_inputs=text_inputs)  # fmt: skip
+
+        train_ids = batches(splits.train_texts, splits.train_labels, shuffle=True, part=part)
+        plan = plan_fit(cfg.trainer, train_ids, len(splits.train_texts))
+        save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
+        save_vocabulary(preprocessor.vectorizer, run_dir / VOCAB_FILE)
+
+        # 3. The model: the classifier on its backbone (pretrained by a stage before the fit, if configured).
+        with strategy.scope():
+            backbone = None
+            if cfg.get("pretrain") is not None:  # a stage that gives the backbone (the pretraining extra)
+                backbone = build(cfg.pretrain)(cfg, data, splits, preprocessor, record, strategy)
+            model = build_model(cfg, preprocessor.vectorizer.vocabulary_size(), splits.num_classes, backbone)
+        text_inputs = getattr(model, "text_inputs", None)  # what else the model reads of the raw text (a bag)
+        train_ds = train_ids
+        if text_inputs is not None:
+            train_ds = batches(splits.train_texts, splits.train_labels, True, part=part, text_inputs=text_inputs)
+        # Validation on every process: each feeds all of it in batches of batch_size / processes, so each global
+        # batch holds every text `processes` times, which leaves accuracy and mean loss unchanged.
+        val_ds = batches(splits.val_texts, splits.val_labels, batch_size=cfg.trainer.batch_size // part[1],
+                         text_inputs=text_inputs)  # fmt: skip
+        test_ds = batches(splits.test_texts, splits.test_labels, text_inputs=text_inputs)
+        with strategy.scope():
+            if hasattr(model, "adapt"):  # what a part learns from the training data before the fit (a bag's ratios)
+                model.adapt(batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs))
+            summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
+            compile_model(model, cfg, plan.total_steps)
+        write_text_atomic(run_dir / "model_summary.txt", summary)
+        log.info("model:\n" + summary)
+
+        # 4. fit, with the callbacks that keep the best weights, stop early, log attention, and the config's own.
+        if not record.done("trained"):
+            fit_stage(cfg, record, model, train_ds, val_ds, splits, preprocessor, plan, strategy)
+        local = getattr(strategy, "local_copy", lambda model: model)(model)  # several processes: this one's
+        if local is not model:
+            model = local
+            compile_model(model, cfg, plan.total_steps)
+
+        # 5. The test, once, on the best epoch's weights; then model.keras.
+        if (run_dir / BEST_WEIGHTS).exists():
+            model.load_weights(run_dir / BEST_WEIGHTS)
+        if not record.done("tested"):
+            test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
+            record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
+        if not record.done("saved"):
+            save_model_atomic(model, run_dir / MODEL_FILE)
+            record.finish_stage("saved")
+
+        # 6. metrics.json, written last: its presence means the run finished.
+        metrics = collect_metrics(cfg, record, model, splits)
+        write_json_atomic(run_dir / METRICS_FILE, metrics)
+        record.finish_stage("finished")
+        return metrics
 
 
-def train_in(cfg: DictConfig, record: RunRecord, strategy) -> dict:
-    """``train``'s steps 2 to 6, in the open run directory ``record``."""
-    run_dir = record.path
-    if record.finished:
-        return already_finished(record)
-
-    # 2. Text -> token ids: the splits, the run's vocabulary (a resumed run's own), the pipelines.
-    data = build(cfg.data)
-    splits = data.splits(cfg.seed)
-    log.info(
-        f"data: {splits.name} · classes {splits.class_names} · train {len(splits.train_texts)} · "
-        f"val {len(splits.val_texts)} · test {len(splits.test_texts)}"
-    )
-    resuming = record.stage != "started" or bool(record.previous_epochs(run_dir))
-    preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
-    part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
-
-    def batches(texts, labels, shuffle=False, batch_size=cfg.trainer.batch_size, part=(0, 1), text_inputs=None):
-        return data.pipeline(texts, labels, preprocessor, batch_size, cfg.seed, shuffle=shuffle, part=part,
-                             text_inputs=text_inputs)  # fmt: skip
-
-    train_ids = batches(splits.train_texts, splits.train_labels, shuffle=True, part=part)
-    plan = plan_fit(cfg, train_ids, len(splits.train_texts))
-    save_run_config(cfg, run_dir)  # every check has passed: the record now describes this run
-    save_vocabulary(preprocessor.vectorizer, run_dir / VOCAB_FILE)
-
-    # 3. The model: the classifier on its backbone (pretrained by a stage before the fit, if the config has one).
-    with strategy.scope():
-        backbone = None
-        if cfg.get("pretrain") is not None:  # a stage that gives the backbone (the pretraining extra)
-            backbone = build(cfg.pretrain)(cfg, data, splits, preprocessor, record, strategy)
-        model = build_model(cfg, preprocessor.vectorizer.vocabulary_size(), splits.num_classes, backbone)
-    text_inputs = getattr(model, "text_inputs", None)  # what else the model reads from the raw text (a bag)
-    train_ds = train_ids
-    if text_inputs is not None:
-        train_ds = batches(splits.train_texts, splits.train_labels, True, part=part, text_inputs=text_inputs)
-    # Validation on every process: each feeds all of it in batches of batch_size / processes, so each global
-    # batch holds every text `processes` times, which leaves accuracy and mean loss unchanged.
-    val_ds = batches(splits.val_texts, splits.val_labels, batch_size=cfg.trainer.batch_size // part[1],
-                     text_inputs=text_inputs)  # fmt: skip
-    test_ds = batches(splits.test_texts, splits.test_labels, text_inputs=text_inputs)
-    with strategy.scope():
-        if hasattr(model, "adapt"):  # what a part learns from the training data before the fit (a bag's ratios)
-            model.adapt(batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs))
-        summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
-        compile_model(model, cfg, plan.total_steps)
-    write_text_atomic(run_dir / "model_summary.txt", summary)
-    log.info("model:\n" + summary)
-
-    # 4. fit, with the callbacks that keep the best weights, stop early, log attention, back up, and the config's.
-    if not record.done("trained"):
-        fit_stage(cfg, record, model, train_ds, val_ds, splits, preprocessor, plan, strategy)
-    local = getattr(strategy, "local_copy", lambda model: model)(model)  # several processes: this one's weights
-    if local is not model:
-        model = local
-        compile_model(model, cfg, plan.total_steps)
-
-    # 5. The test, once, on the best epoch's weights; then model.keras.
-    if (run_dir / BEST_WEIGHTS).exists():
-        model.load_weights(run_dir / BEST_WEIGHTS)
-    if not record.done("tested"):
-        test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
-        record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
-    if not record.done("saved"):
-        save_model_atomic(model, run_dir / MODEL_FILE)
-        record.finish_stage("saved")
-
-    # 6. metrics.json, written last: its presence means the run finished.
-    metrics = collect_metrics(cfg, record, model, splits)
-    write_json_atomic(run_dir / METRICS_FILE, metrics)
-    record.finish_stage("finished")
-    log_result(record, metrics, overfit_hint=cfg.logger.overfit_hint)
-    return metrics
+def already_finished(record: RunRecord) -> dict:
+    """The recorded metrics of a run that finished before; its ``train.log`` is part of the record, so nothing
+    is added to it either (Hydra's log handler for it is closed)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == record.path.resolve():
+            root.removeHandler(handler)
+            handler.close()
+    return json.loads((record.path / METRICS_FILE).read_text())
 
 
 def check_activation(cfg: DictConfig) -> None:
@@ -164,60 +167,6 @@ def build_model(cfg: DictConfig, vocab_size: int, num_classes: int, backbone=Non
     # The model node's values, untyped: the backbone given in place of its node is an object, not a config.
     model_node = OmegaConf.to_container(cfg.model, resolve=True)
     return build(model_node, backbone=backbone, num_classes=num_classes, name="mha_classifier")
-
-
-def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
-    """``cfg`` with ``run_dir`` set (outside Hydra, a test or a notebook names it); the caller's stays as it was."""
-    if run_dir is None:
-        return cfg
-    cfg = cfg.copy()
-    with open_dict(cfg):
-        cfg.run_dir = str(run_dir)
-    return cfg
-
-
-def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
-    """``.hydra/config.yaml``, resolved (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra).
-    Hydra is told not to write these itself (``hydra.output_subdir: null``): it would, before the run directory's
-    identity is checked, and a refused run must leave the old run's record untouched."""
-    # Resolved: a reader needs none of the resolvers (an extra's) the composition used.
-    write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(with_run_dir(cfg, run_dir), resolve=True))
-    hydra = hydra_job(run_dir)
-    if hydra is not None:
-        write_text_atomic(run_dir / ".hydra" / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra}))
-        write_text_atomic(run_dir / ".hydra" / "overrides.yaml", OmegaConf.to_yaml(list(hydra.overrides.task)))
-
-
-@dataclasses.dataclass
-class FitPlan:
-    """How the classifier's ``fit`` walks the data: ``validations_per_epoch`` validations per pass over it."""
-
-    validations_per_epoch: int
-    epochs: int  # Keras epochs: passes x validations_per_epoch
-    steps_per_epoch: int
-
-    @property
-    def total_steps(self) -> int:
-        return self.epochs * self.steps_per_epoch
-
-
-def plan_fit(cfg: DictConfig, train_ds, texts: int) -> FitPlan:
-    """The schedule's length from the pipeline's exact batch count, so the learning rate reaches 0 where
-    training ends. Keras validates once per "epoch": with several validations, an epoch is part of a pass."""
-    validations = cfg.trainer.validations_per_epoch
-    batches = int(train_ds.cardinality())
-    if validations > batches:
-        raise ConfigError(
-            f"trainer.validations_per_epoch={validations} is invalid: one pass over {texts} training texts is "
-            f"{batches} batches of up to {cfg.trainer.batch_size}, so at most {batches} validations fit"
-        )
-    return FitPlan(validations, cfg.trainer.epochs * validations, math.ceil(batches / validations))
-
-
-def warmup_cosine(lr: float, warmup_fraction: float, total_steps: int) -> WarmupCosine:
-    """A linear warm-up over ``warmup_fraction`` of ``total_steps``, then cosine decay to 0."""
-    warmup_steps = int(warmup_fraction * total_steps)
-    return WarmupCosine(peak=lr, warmup_steps=warmup_steps, decay_steps=total_steps - warmup_steps)
 
 
 def compile_model(model, cfg: DictConfig, total_steps: int) -> None:
@@ -245,7 +194,7 @@ def fit_stage(cfg, record: RunRecord, model, train_ds, val_ds, splits, preproces
     run_dir = record.path
     previous = record.previous_epochs(run_dir)
     monitor = cfg.trainer.monitor
-    mode = "min" if monitor.endswith("loss") else "max"
+    mode = monitor_mode(monitor)
     # A bag of n-grams alone has no attention to log.
     attention = cfg.logger.attention if encoder_blocks(model) else None
     probes, labels = (list(attention.probe_texts), None) if attention and attention.probe_texts else ([], None)
@@ -282,118 +231,9 @@ def fit_stage(cfg, record: RunRecord, model, train_ds, val_ds, splits, preproces
         validations_per_epoch=plan.validations_per_epoch, epochs=plan.epochs, steps_per_epoch=plan.steps_per_epoch,
     )  # fmt: skip
     if not fit.finite:
-        raise UserError(diverged_message(cfg, fit.counter, run_dir / BEST_WEIGHTS, plan.validations_per_epoch))
+        raise UserError(diverged_message(cfg.trainer, fit.counter, run_dir / BEST_WEIGHTS, plan.validations_per_epoch))
     reported = {k: v for callback in before_csv for k, v in getattr(callback, "run_results", {}).items()}
     record.finish_stage("trained", **trained_results(run_dir, fit, plan, len(splits.train_texts), monitor), **reported)
-
-
-@dataclasses.dataclass
-class FitResult:
-    """What one process's ``fit`` of a stage left: Keras's history, the epoch counter, its seconds."""
-
-    history: keras.callbacks.History
-    counter: EpochCounter
-    seconds: float
-
-    @property
-    def finite(self) -> bool:
-        losses = self.history.history.get("loss", [])
-        return bool(losses) and all(np.isfinite(losses))
-
-
-def fit_resumably(
-    model, dataset, stage_dir: Path, previous, backup=None, *, before_csv=(), after_csv=(), validation=True,
-    epochs: int, validations_per_epoch: int = 1, steps_per_epoch: int | None = None, **fit_args,
-) -> FitResult:  # fmt: skip
-    """``model.fit`` that a killed process resumes where it stopped (``backup``: a run record's, which restores
-    the fit), for the classifier and a stage before it: epochs in ``stage_dir/history.csv``.
-
-    ``dataset`` is one pass over the data (reshuffled by tf.data at each pass); Keras reads it as one stream
-    of passes. A resumed fit skips the batches the epochs already trained took, so every later epoch sees the
-    batches, in the order, that the fit never killed saw; the backup restores the weights, the optimizer and
-    the dropout's random state. The callbacks run in this order: the epoch counter, ``TerminateOnNaN``,
-    ``before_csv``, the CSV logger, ``after_csv``, the backup last: an epoch is backed up only once everything
-    above has recorded it."""
-    history_csv = stage_dir / "history.csv"
-    offset = float(previous[-1].get("elapsed_seconds") or 0) if previous else 0.0
-    counter = EpochCounter(validations_per_epoch=validations_per_epoch, elapsed_offset=offset)
-    callbacks = [
-        counter,
-        keras.callbacks.TerminateOnNaN(),
-        *before_csv,
-        HistoryCSVLogger(history_csv, counter, validation=validation, append=bool(previous)),
-        *after_csv,
-        *([backup] if backup is not None else []),
-    ]
-    steps_per_epoch = steps_per_epoch or int(dataset.cardinality())
-    done = backup.restore(model) if backup is not None else 0  # before fit: how far into the stream it starts
-    start = time.perf_counter()
-    history = model.fit(
-        # The i-th pass is tf.data's i-th reshuffle with the seed in this process too: skipping (not training
-        # on) the passes already trained reproduces the order a fit never killed would see.
-        dataset.repeat().skip(done * steps_per_epoch),
-        callbacks=callbacks,
-        shuffle=False,  # tf.data reshuffles every pass with the seed
-        verbose="auto" if sys.stdout.isatty() else 2,  # one line per epoch in logs
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        **fit_args,
-    )
-    return FitResult(history, counter, time.perf_counter() - start)
-
-
-def trained_results(run_dir: Path, fit: FitResult, plan: FitPlan, train_texts: int, monitor: str) -> dict:
-    """What the ``trained`` stage records, in passes over the training data: from ``history.csv`` (every epoch,
-    across resumes) and this process's fit. The best epoch is the one ``monitor`` picked (BestWeights kept it),
-    and ``best_val_accuracy`` is that epoch's."""
-    rows = read_history(run_dir / "history.csv")
-    best = best_row(rows, monitor) if rows else None
-    kept = rows[best - 1] if best else {}
-    epochs_run = (max(int(r["epoch"]) for r in rows) if rows else fit.counter.last_epoch) / plan.validations_per_epoch
-    passes_now = len(fit.history.history["loss"]) / plan.validations_per_epoch  # in this process
-    return dict(
-        epochs_run=_epochs(epochs_run),
-        monitor=monitor,
-        best_val_accuracy=float(kept["val_accuracy"]) if kept.get("val_accuracy") else None,
-        best_epoch=_epochs(best / plan.validations_per_epoch) if best else None,
-        stopped_early=bool(epochs_run < plan.epochs / plan.validations_per_epoch),
-        last_train_accuracy=float(rows[-1]["accuracy"]) if rows and rows[-1].get("accuracy") else None,
-        train_seconds=round(fit.counter.elapsed_offset + fit.seconds, 3),
-        train_examples_per_second=round(train_texts * passes_now / max(fit.seconds, 1e-9), 1),
-    )
-
-
-def _epochs(value: float):
-    return int(value) if float(value).is_integer() else round(value, 3)
-
-
-def monitor_mode(monitor: str) -> str:
-    return "min" if monitor.endswith("loss") else "max"
-
-
-def best_row(rows: list[dict], monitor: str) -> int:
-    """1-based number of the first row with the best ``monitor`` (the epoch BestWeights kept)."""
-    sign = -1.0 if monitor_mode(monitor) == "min" else 1.0
-    values = [sign * float(r[monitor]) if r.get(monitor) not in (None, "") else float("-inf") for r in rows]
-    return values.index(max(values)) + 1
-
-
-def best_of(rows: list[dict], monitor: str):
-    values = [float(r[monitor]) for r in rows if r.get(monitor) not in (None, "")]
-    return (min if monitor_mode(monitor) == "min" else max)(values) if values else None
-
-
-def diverged_message(cfg: DictConfig, counter: EpochCounter, best_weights: Path, validations_per_epoch: int) -> str:
-    """The one line a diverged run ends with: the epoch, and what (if anything) is kept."""
-    epoch = math.ceil((counter.diverged_epoch or counter.last_epoch + 1) / validations_per_epoch)
-    if best_weights.exists():
-        kept = f"the best epoch with finite weights is kept in {best_weights}"
-    else:
-        kept = "no epoch ended with finite weights, so no checkpoint is kept"
-    return (
-        f"training diverged: loss became NaN/inf in epoch {epoch} of {cfg.trainer.epochs} with "
-        f"lr={cfg.trainer.lr}; {kept} and no test result is recorded; try a smaller lr"
-    )
 
 
 def save_model_atomic(model, path: Path) -> None:
@@ -402,6 +242,28 @@ def save_model_atomic(model, path: Path) -> None:
     model.keras. Keras's save has no switch to leave the optimizer out: an uncompiled twin is saved."""
     with replaced_atomically(path) as tmp:
         uncompiled_copy(model).save(tmp)
+
+
+def with_run_dir(cfg: DictConfig, run_dir) -> DictConfig:
+    """``cfg`` with ``run_dir`` set (outside Hydra, a test or a notebook names it); the caller's stays as it was."""
+    if run_dir is None:
+        return cfg
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.run_dir = str(run_dir)
+    return cfg
+
+
+def save_run_config(cfg: DictConfig, run_dir: Path) -> None:
+    """``.hydra/config.yaml``, resolved (and Hydra's own ``hydra.yaml`` / ``overrides.yaml`` when run by Hydra).
+    Hydra is told not to write these itself (``hydra.output_subdir: null``): it would, before the run directory's
+    identity is checked, and a refused run must leave the old run's record untouched."""
+    # Resolved: a reader needs none of the resolvers (an extra's) the composition used.
+    write_text_atomic(run_dir / ".hydra" / "config.yaml", OmegaConf.to_yaml(with_run_dir(cfg, run_dir), resolve=True))
+    hydra = hydra_job(run_dir)
+    if hydra is not None:
+        write_text_atomic(run_dir / ".hydra" / "hydra.yaml", OmegaConf.to_yaml({"hydra": hydra}))
+        write_text_atomic(run_dir / ".hydra" / "overrides.yaml", OmegaConf.to_yaml(list(hydra.overrides.task)))
 
 
 def collect_metrics(cfg: DictConfig, record: RunRecord, model, splits) -> dict:
@@ -444,58 +306,3 @@ def run_label(run_dir: Path) -> str:
     return " ".join(
         o for o, key in zip(overrides, keys) if key in SHORTCUTS or key == "seed" or key.startswith("model.")
     )
-
-
-def next_steps(run_dir: Path, attention: bool = True) -> str:
-    """What a learner can do with the finished run, its path quoted for a shell where needed; the attention
-    tool only for a model that has attention."""
-    where = shlex.quote(str(run_dir))
-    steps = [f"python scripts/evaluate.py {where}", f"tensorboard --logdir {where}"]
-    if attention:
-        steps.insert(1, f'python scripts/inspect_attention.py {where} "a sentence of your own"')
-    return "next:\n  " + "\n  ".join(steps)
-
-
-def encoder_blocks_configured(record: RunRecord) -> bool:
-    return (record.identity.get("config") or {}).get("model", {}).get("backbone") is not None
-
-
-def already_finished(record: RunRecord) -> dict:
-    """The recorded metrics of a run that finished before; its ``train.log`` is part of the record, so nothing
-    is added to it either (Hydra's log handler for it is closed)."""
-    metrics = json.loads((record.path / METRICS_FILE).read_text())
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == record.path.resolve():
-            root.removeHandler(handler)
-            handler.close()
-    log_result(record, metrics, finished_before=True)
-    return metrics
-
-
-def log_result(record: RunRecord, metrics: dict, finished_before: bool = False, overfit_hint: bool = True) -> None:
-    """The run's last lines: where it is, its test accuracy, which epoch was tested and why training stopped."""
-    if not finished_before:
-        log.info(next_steps(record.path, attention=encoder_blocks_configured(record)))
-    done = " (already finished; nothing was changed)" if finished_before else ""
-    seconds = "" if finished_before else f", {metrics['train_seconds']:.1f}s"
-    epochs = metrics["epochs_run"]
-    log.info(f"run dir: {record.path}{done}")
-    log.info(
-        f"test accuracy: {metrics['test_accuracy']:.4f}  (best val accuracy {metrics['best_val_accuracy']:.4f}, "
-        f"{epochs} epoch{'' if epochs == 1 else 's'}{seconds})"
-    )
-    monitor = metrics["monitor"].replace("_", " ")
-    line = f"tested epoch {metrics['best_epoch']}'s weights (the best {monitor})"
-    planned = metrics["hparams"]["epochs"]
-    if metrics["stopped_early"]:
-        line += (
-            f"; early stopping ended training after epoch {epochs} of {planned}: {monitor} had not improved for "
-            "trainer.early_stopping_patience epochs"
-        )
-    else:
-        line += f"; trained all {planned} epochs" if planned > 1 else "; trained its one epoch"
-    train_acc = metrics["last_train_accuracy"]
-    if overfit_hint and train_acc is not None and train_acc - metrics["best_val_accuracy"] > 0.1:
-        line += f"; training accuracy {train_acc:.2f} ran ahead of validation: the model overfits (try more dropout)"
-    log.info(line)

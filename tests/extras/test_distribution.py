@@ -69,8 +69,8 @@ def test_the_jax_backend_trains_evaluates_and_exports_a_run(check):
     # TensorFlow) answers as the model does.
     script = (
         "import sys, numpy as np, tensorflow as tf\n"
-        "from mha_project.analysis.evaluate import evaluate_run\n"
-        "from mha_project.analysis.runs import load_run\n"
+        "from mha_project.extras.analysis.evaluate import evaluate_run\n"
+        "from mha_project.extras.analysis.runs import load_run\n"
         "print(evaluate_run(sys.argv[1])['test_accuracy'])\n"
         "run = load_run(sys.argv[1]); texts = ['great coffee, would buy again', 'stale, bitter! and late?', 'ok']\n"
         "exported = tf.saved_model.load(sys.argv[1] + '/export')  # held: its variables live with it\n"

@@ -288,7 +288,7 @@ def test_the_model_view_shows_every_layer_and_head_and_a_click_opens_one(tmp_pat
 @pytest.mark.browser
 @pytest.mark.slow
 def test_compare_puts_two_runs_side_by_side_each_with_its_own_heads(tiny_run: Path, tmp_path, page):
-    from mha_project.analysis.runs import load_run
+    from mha_project.extras.analysis.runs import load_run
     from mha_project.extras.head_view.notebook import compare
 
     run = load_run(tiny_run)

@@ -23,8 +23,8 @@ from conftest import (
     small_model,
     write_folder_dataset,
 )
-from mha_project.analysis.runs import load_run
 from mha_project.errors import UserError
+from mha_project.extras.analysis.runs import load_run
 from mha_project.extras.ngrams.layers import NGRAM_IDS, ngram_inputs
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
 from mha_project.training.train import build_model, compile_model, train
@@ -464,7 +464,7 @@ def test_a_one_vs_rest_classifier_scores_each_class_and_trains_with_its_loss(tmp
 
 @pytest.mark.slow
 def test_a_one_vs_rest_bag_on_three_classes_is_evaluated_again_with_the_loss_it_trained_with(tmp_path):
-    from mha_project.analysis.evaluate import evaluate_run
+    from mha_project.extras.analysis.evaluate import evaluate_run
 
     data = write_folder_dataset(tmp_path / "data", classes=("neg", "pos", "mid"), per_class=40, extra_train=())
     cfg = compose_cfg(

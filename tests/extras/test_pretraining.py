@@ -334,7 +334,7 @@ def pretrained_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
-    from mha_project.analysis.runs import load_masked_lm
+    from mha_project.extras.analysis.runs import load_masked_lm
 
     run_dir, metrics, seen = pretrained_run
     rows = read_rows(run_dir / "pretrain" / "history.csv")
@@ -360,7 +360,7 @@ def test_pretrain_then_fine_tune_in_one_run_directory(pretrained_run):
         for a, b in zip(weights, mlm.backbone.get_layer(name).get_weights(), strict=True):
             np.testing.assert_array_equal(a, b)
     # ... and fine-tuning moved them.
-    from mha_project.analysis.runs import load_model
+    from mha_project.extras.analysis.runs import load_model
 
     tuned = load_model(run_dir / "model.keras").backbone.get_layer("encoder_0").get_weights()
     assert any(not np.array_equal(a, b) for a, b in zip(tuned, seen["classifier"]["encoder_0"]))

@@ -85,6 +85,27 @@ def test_a_head_count_that_does_not_divide_the_width_is_refused_in_one_line():
         validate_config(cfg)
 
 
+def test_the_model_relations_sets_is_said_first_with_the_values_the_run_uses():
+    import logging
+
+    from hydra.utils import instantiate
+
+    cfg = compose_cfg("data=relations", "heads=2", "embed_dim=48", "data.examples=50", "data.test_examples=10")
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("mha_project.extras.relations.tasks")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        instantiate(cfg.data).splits(cfg.seed)
+    finally:
+        logger.removeHandler(handler)
+    said = [r.getMessage() for r in records if "data=relations sets the model" in r.getMessage()]
+    assert len(said) == 1 and "model/backbone=rotary" in said[0]
+    assert "embed_dim=48" in said[0] and "key_dim=32" in said[0] and "model.pooling=mean_max" in said[0]
+
+
 # The smallest runs that learn each task (the documented setting on fewer texts and epochs).
 SMALL = {
     "marker": ["data.examples=12000", "epochs=3"],
@@ -136,7 +157,7 @@ def test_a_small_run_learns_the_task_and_head_patterns_names_the_head_that_reads
 
 @pytest.mark.slow
 def test_positions_the_rule_does_not_relate_are_followed_by_no_head(relation_runs):
-    from mha_project.analysis.runs import load_run
+    from mha_project.extras.analysis.runs import load_run
     from mha_project.extras.head_analysis.patterns import relation_heads
 
     run = load_run(relation_runs["marker"][0], needs_attention=True)
@@ -154,7 +175,7 @@ def test_positions_the_rule_does_not_relate_are_followed_by_no_head(relation_run
 
 def validation_words(run_dir) -> list[list[str]]:
     """The words of the run's first 300 validation texts (those head_patterns reads)."""
-    from mha_project.analysis.runs import load_run
+    from mha_project.extras.analysis.runs import load_run
 
     run = load_run(run_dir, needs_attention=True)
     return [text.split() for text in load_splits(run.cfg.data, int(run.cfg.seed)).val_texts[:300]]

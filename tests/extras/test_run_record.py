@@ -243,7 +243,8 @@ def test_two_processes_on_one_run_dir(tmp_path):
         first.send_signal(signal.SIGCONT)
         assert second.returncode == 2, second.stderr[-2000:]
         assert f"in use by another training process (pid {first.pid})" in second.stderr
-        assert first.wait(timeout=300) == 0
+        assert first.wait(timeout=300) == 0, first.stderr.read()[-3000:]
+        assert not (run_dir / "failure.json").exists()  # the refused second wrote nothing into the first's run
     finally:
         if first.poll() is None:
             first.send_signal(signal.SIGKILL)
@@ -292,7 +293,8 @@ def test_overwrite_replaces_a_damaged_run_json_as_the_refusal_says(tmp_path):
 
 
 def test_a_run_of_another_format_is_refused_in_one_line_by_training_and_by_the_tools(tmp_path):
-    from mha_project.run_dir import RUN_FORMAT, check_run_dir
+    from mha_project.extras.analysis.finished import check_run_dir
+    from mha_project.run_dir import RUN_FORMAT
 
     record = open_run_dir(tmp_path, cfg())
     record.finish_stage("finished")
@@ -354,8 +356,9 @@ def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
 
 
 def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_users_file(tmp_path):
+    from mha_project.extras.analysis.finished import check_run_dir
     from mha_project.extras.run_record.callback import point_latest_at
-    from mha_project.run_dir import RUN_FORMAT, check_run_dir
+    from mha_project.run_dir import RUN_FORMAT
 
     for folder in ("runs", "debug"):  # debug=... runs land in outputs/debug/ and get their own latest
         runs = tmp_path / "outputs" / folder

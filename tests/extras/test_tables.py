@@ -223,7 +223,7 @@ def test_a_table_run_pretrains_logs_probes_draws_the_head_view_and_evaluates(tab
 def test_predict_writes_every_row_in_order_as_run_predict_and_the_saved_model_say(table_run, tmp_path):
     import tensorflow as tf
 
-    from mha_project.analysis.runs import load_run
+    from mha_project.extras.analysis.runs import load_run
 
     run_dir, path = table_run
     frame = pd.read_csv(path)
@@ -279,8 +279,8 @@ def test_predict_reads_plain_text_lines_and_writes_json_lines_or_parquet(table_r
 
 @pytest.mark.slow
 def test_predict_refuses_bad_input_in_one_line_and_leaves_no_output(table_run, tmp_path):
-    from mha_project.analysis.runs import load_run
     from mha_project.errors import UserError
+    from mha_project.extras.analysis.runs import load_run
     from mha_project.extras.predict.predict import predict_file
 
     run_dir, path = table_run
@@ -348,8 +348,8 @@ def test_predict_keeps_every_input_column_of_every_row_and_never_writes_over_its
     table_run, tmp_path, monkeypatch
 ):
     import mha_project.extras.predict.predict as predict
-    from mha_project.analysis.runs import load_run
     from mha_project.errors import UserError
+    from mha_project.extras.analysis.runs import load_run
 
     run_dir, _ = table_run
     run = load_run(run_dir)
@@ -387,7 +387,7 @@ def test_predict_writes_one_parquet_schema_and_keeps_a_replaced_files_mode(table
     import os
 
     import mha_project.extras.predict.predict as predict
-    from mha_project.analysis.runs import load_run
+    from mha_project.extras.analysis.runs import load_run
 
     run_dir, _ = table_run
     run = load_run(run_dir)

@@ -80,6 +80,10 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
         malformed = _status(f"{url}/data/plugin/{PLUGIN_NAME}/data?run=bad&step=0")
         script = urllib.request.urlopen(f"{url}/data/plugin/{PLUGIN_NAME}/index.js", timeout=10).read().decode()
         newest = max(runs, key=lambda r: r["last"])
+        page.goto(f"{url}/#{PLUGIN_NAME}")  # the address the README and a finished run print
+        page.wait_for_selector(f"iframe[src*='plugin_entry.html?name={PLUGIN_NAME}']", state="attached", timeout=60000)
+        tab_by_address = page.inner_text("body")
+        page.goto("about:blank")
         page.goto(f"{url}/data/plugin_entry.html?name={PLUGIN_NAME}")  # what the tab's frame loads
         opened = page.wait_for_function("() => document.querySelector('#panel-left')?.dataset.shown").json_value()
         hint = page.inner_text("#panel-left #hint")
@@ -89,6 +93,7 @@ def test_the_attention_tab_lists_runs_by_their_swept_values_and_draws_every_epoc
         tab = _use_the_tab(page, [r["run"] for r in runs], long_run)
 
     assert listing[PLUGIN_NAME]["enabled"] and listing[PLUGIN_NAME]["tab_name"] == "Attention"
+    assert "No dashboards are active" not in tab_by_address
     for step, (code, body) in bad_steps.items():
         assert code == 400 and f"step={step!r} is invalid" in body, (step, code, body)
     assert malformed == (200, "[]")  # the malformed run has nothing to show; the other runs are listed above

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.runs import load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mha_project.attention.plots import figure_to_png, label_color, plt
 from mha_project.errors import UserError
+from mha_project.extras.analysis.runs import load_run
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import uncompiled_copy
 from mha_project.run_dir import ANALYSIS_TB

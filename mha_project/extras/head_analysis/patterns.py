@@ -49,12 +49,12 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.runs import load_masked_lm, load_run
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mha_project.attention.plots import figure_to_png, label_color, plt
 from mha_project.attention.scores import attention_scores, has_cls_token, normalized_entropy_rows, scores_for_texts
 from mha_project.data.pipeline import pad_batch
 from mha_project.errors import UserError
+from mha_project.extras.analysis.runs import load_masked_lm, load_run
 from mha_project.run_dir import ANALYSIS_TB, STAGE_DIR
 
 POSITION_THRESHOLD = 0.4

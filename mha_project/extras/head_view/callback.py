@@ -11,7 +11,8 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from mha_project.errors import UserError, disk_full, failing_the_command
-from mha_project.run_dir import METRICS_FILE, has_attention
+from mha_project.extras.analysis.finished import has_attention
+from mha_project.run_dir import METRICS_FILE
 from mha_project.training.hydra_callbacks import job_error
 
 log = logging.getLogger("mha_project.training.train")
@@ -26,7 +27,7 @@ class ProbePage(Callback):
         finished = job_error(job_return) is None and (run_dir / METRICS_FILE).is_file()
         if not (finished and config.head_view.html and has_attention(config)) or page.exists():
             return  # a run that finished before keeps the page it wrote then
-        from mha_project.analysis.runs import load_run
+        from mha_project.extras.analysis.runs import load_run
         from mha_project.extras.head_view.notebook import heads_title
         from mha_project.extras.head_view.page import write_head_view
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mha_project.analysis.runs import as_run
 from mha_project.errors import UserError
+from mha_project.extras.analysis.runs import as_run
 from mha_project.extras.head_view.page import HeadView, compare_html, head_view_html, head_view_items, render
 
 __all__ = ["show", "compare", "render", "HeadView"]
@@ -18,7 +18,7 @@ def heads_title(cfg) -> str:
 
 
 def show(run, texts, title: str = "") -> HeadView:
-    """The head view of a finished run (a run directory or :func:`~mha_project.analysis.runs.load_run`'s
+    """The head view of a finished run (a run directory or :func:`~mha_project.extras.analysis.runs.load_run`'s
     ``Run``) on ``texts`` (a string or a list): ``show("outputs/runs/latest", "great tea")`` in a notebook."""
     run = as_run(run, needs_attention=True)
     texts = [texts] if isinstance(texts, str) else list(texts)

@@ -1,7 +1,7 @@
 """What a run records for TensorBoard's HParams dashboard, and how a sweep describes its search space.
 
 * Each run writes a *session*: its hyper-parameters when training starts (read from the resolved model,
-  trainer and data config, i.e. what was trained, so ``model.num_heads=8`` records ``heads: 8``), and its
+  trainer and data config, i.e. what was trained, so ``model.backbone.num_heads=8`` records ``heads: 8``), and its
   status (success / failure) when it ends. A session with no status yet is running (or was killed).
 * A sweep writes one *experiment* config in the sweep directory when it starts: typed domains
   (``hp.Discrete`` for choices, ``hp.IntInterval`` / ``hp.RealInterval`` for ranges and single values)

@@ -9,10 +9,10 @@ import numpy as np  # noqa: F401  (the examples)
 import tensorflow as tf
 from keras import layers, ops
 
+from mha_project import PACKAGE
 from mha_project.config import POOLINGS
 from mha_project.extras.ngrams.layers import LinearNgramLayer, NgramLayer
 from mha_project.extras.ngrams.options import NGRAM_OBJECTIVES
-from mha_project.model import PACKAGE
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.classifier import encoder_head
 
@@ -51,6 +51,7 @@ class WideAndDeepClassifier(keras.Model):
     a config's ``_partial_`` node).
 
     Example:
+    >>> from mha_project.extras.ngrams.layers import BagOfNgrams
     >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
     ...                            key_dim=4, ff_dim=16)
     >>> model = WideAndDeepClassifier(backbone, 3, ngram_branch=BagOfNgrams(3, features=32, dim=4))

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from keras import layers, ops
 
-from mha_project.model import PACKAGE
+from mha_project import PACKAGE
 
 # Each n-gram's id: its hash in 1 .. NGRAM_IDS - 1 (0 is padding), int32 as JAX's default integers are. Among the
 # few million distinct n-grams of a large training split, about one in a thousand shares its id with another.

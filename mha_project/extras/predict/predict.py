@@ -266,7 +266,7 @@ def _arrow_value(value, kind):
 def predict_file(
     run, source: str, out: str | None = None, text_column: str = "text", batch_size: int = 256, progress=None
 ) -> dict:
-    """Predict every row of ``source`` with ``run`` (a :class:`~mha_project.analysis.runs.Run`) and write them
+    """Predict every row of ``source`` with ``run`` (a :class:`~mha_project.extras.analysis.runs.Run`) and write them
     to ``out`` (standard output when None). ``progress(rows, seconds)`` is called after each chunk. Returns
     the rows written, those without a text, and the rows per second."""
     fmt = input_format(source)

@@ -12,10 +12,10 @@ import tensorflow as tf
 from keras import ops
 from omegaconf import OmegaConf
 
-from mha_project.analysis.runs import load_masked_lm
 from mha_project.data.pipeline import TextPreprocessor, truncate_token_ids
 from mha_project.data.vocabulary import ragged_ids, saved_vectorizer
 from mha_project.errors import UserError
+from mha_project.extras.analysis.runs import load_masked_lm
 from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of
 from mha_project.run_dir import MODEL_FILE, STAGE_DIR
 

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 from keras import layers, ops
 
-from mha_project.model import PACKAGE
+from mha_project import PACKAGE
 from mha_project.model.backbone import EncoderBackbone
 
 

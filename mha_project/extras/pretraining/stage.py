@@ -12,16 +12,18 @@ import numpy as np
 import tensorflow as tf
 from omegaconf import OmegaConf
 
-from mha_project.analysis.runs import load_model
 from mha_project.data.texts import concat_texts, select_texts
 from mha_project.data.vocabulary import read_vocabulary
 from mha_project.errors import ConfigError, RunDirRefused, UserError, typed
+from mha_project.extras.analysis.runs import load_model
 from mha_project.extras.pretraining.fill_mask import fill_mask, perplexity
 from mha_project.extras.pretraining.masking import MASK_TOKEN, mask_id_of, masked_lm_dataset
 from mha_project.extras.pretraining.models import build_pretrainer
 from mha_project.run_dir import MODEL_FILE, RUN_FORMAT, STAGE_DIR, other_format, read_record
-from mha_project.training.callbacks import read_history, tensorboard_callbacks
-from mha_project.training.train import fit_resumably, run_label, save_model_atomic, warmup_cosine
+from mha_project.training.callbacks import tensorboard_callbacks
+from mha_project.training.fit import fit_resumably, read_history
+from mha_project.training.schedules import warmup_cosine
+from mha_project.training.train import run_label, save_model_atomic
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ no NumPy, no TensorFlow."""
 
 from dataclasses import dataclass
 
-from omegaconf import OmegaConf
+from omegaconf import MISSING, OmegaConf
 
 from mha_project.config import DataConfig, checked, one_of, positive_int, store
 from mha_project.errors import ConfigError
@@ -22,6 +22,7 @@ class RelationsDataConfig(DataConfig):
     task: str = checked(lambda v: v in TASK_NAMES, one_of(TASK_NAMES))
     examples: int = checked(positive_int, "an integer >= 1")
     test_examples: int = checked(positive_int, "an integer >= 1")
+    model_setting: str = MISSING  # what data=relations set in the model, said in the run's first lines
 
 
 store("relations_schema", RelationsDataConfig, at="data")

@@ -5,6 +5,8 @@ relation the rule reads, so that a trained model's heads can be checked against 
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from mha_project.data.sources import TextData
@@ -12,6 +14,8 @@ from mha_project.extras.relations.config import PROBES
 
 NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven")
 LENGTH = 16  # words per text of the number tasks
+
+log = logging.getLogger(__name__)
 
 
 def numbers_around_a_marker(n: int, rng, marker: str, related) -> tuple[list[str], np.ndarray]:
@@ -152,11 +156,14 @@ class RelationsData(TextData):
     """``data=relations``: the seeded texts of ``task`` (``examples`` to train on, ``test_examples`` to test),
     generated in memory; :meth:`relation_links` gives the rule's positions (``head_patterns.py``)."""
 
-    def __init__(self, task: str, examples: int, test_examples: int, **common):
+    def __init__(self, task: str, examples: int, test_examples: int, model_setting: str = "", **common):
         super().__init__(**common)
         self.task, self.examples, self.test_examples = task, examples, test_examples
+        self.model_setting = model_setting
 
     def load(self, seed: int):
+        if self.model_setting:  # data=relations changed the model too: a run says so before anything else
+            log.info(f"data=relations sets the model it learns with: {self.model_setting}")
         return generate(self.task, self.examples, self.test_examples, seed)
 
     def relation_links(self):

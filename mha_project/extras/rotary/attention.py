@@ -7,7 +7,7 @@ from __future__ import annotations
 import keras
 from keras import layers, ops
 
-from mha_project.model import PACKAGE
+from mha_project import PACKAGE
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.layers import EncoderBlock
 

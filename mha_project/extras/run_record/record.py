@@ -54,7 +54,7 @@ from mha_project.run_dir import (
 
 log = logging.getLogger("mha_project.training.train")
 
-# Files a run writes: what overwrite=true removes from a directory whose run.json says it is a run.
+# Files a run writes: what run_record.overwrite=true removes from a directory whose run.json says it is a run.
 RUN_FILES = (
     "model_summary.txt",
     METRICS_FILE,

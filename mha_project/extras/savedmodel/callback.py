@@ -22,7 +22,7 @@ class Export(Callback):
         finished = job_error(job_return) is None and (run_dir / METRICS_FILE).is_file()
         if not (finished and config.savedmodel.export) or (run_dir / EXPORT_DIR).exists():
             return  # a run that finished before keeps the export it wrote then
-        from mha_project.analysis.runs import load_run
+        from mha_project.extras.analysis.runs import load_run
         from mha_project.extras.savedmodel.export import export_inference_model
 
         run = load_run(run_dir, needs_data=False)

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from mha_project.errors import UserError
-from mha_project.run_dir import check_run_dir
-from mha_project.training.callbacks import read_history
+from mha_project.extras.analysis.finished import check_run_dir
+from mha_project.training.fit import read_history
 
 
 def steady_examples_per_second(run_dir) -> float | None:

@@ -18,8 +18,9 @@ from mha_project.config import build
 from mha_project.data.pipeline import TextPreprocessor, pad_batch
 from mha_project.data.vocabulary import saved_vectorizer
 from mha_project.errors import UserError, message_line
+from mha_project.extras.analysis.finished import check_run_dir, no_attention
 from mha_project.model.backbone import encoder_blocks
-from mha_project.run_dir import MODEL_FILE, STAGE_DIR, check_run_dir, no_attention
+from mha_project.run_dir import MODEL_FILE, STAGE_DIR
 
 # The only modules a run's config may make a reader import (this project's) or build (and Keras's own classes).
 PACKAGE_PREFIX, BUILDABLE = "mha_project.", ("mha_project.", "keras.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mha_project.analysis.runs import build_recorded, load_run
+from mha_project.extras.analysis.runs import build_recorded, load_run
 
 
 def evaluate_run(run_dir) -> dict:

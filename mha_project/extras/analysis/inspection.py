@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from mha_project.analysis.runs import as_run
 from mha_project.attention.plots import FIGURE_FORMATS, SCALES, attention_grid, save_figure_as
 from mha_project.attention.scores import normalized_entropy, scores_for_texts
 from mha_project.attention.summaries import write_attention_summaries
 from mha_project.data.vocabulary import ragged_ids
 from mha_project.errors import UserError
+from mha_project.extras.analysis.runs import as_run
 from mha_project.run_dir import ANALYSIS_TB
 
 

@@ -1,1 +1,0 @@
-"""Reading trained runs back and looking inside: attention, head patterns and importance, views."""
