@@ -22,6 +22,14 @@ class SweepFailed(UserError):
     exit_code = 1
 
 
+class Interrupted(UserError):
+    """A stop signal (Ctrl-C's SIGINT, SIGTERM) ended the command: exit status 128 + the signal's number."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
 class CommandFailed(BaseException):
     """``error`` on its way to the entry point through Hydra, which turns an Exception raised in a callback into a
     warning and prints a line of its own for a job's; a BaseException passes both, as SystemExit does."""

@@ -117,6 +117,12 @@ def read_record(path: Path) -> dict | None:
             else (f"it holds a JSON {type(stored).__name__}, not a run record")
         )
         raise RunDirRefused(f"{file} is damaged: {shown}; {RETRAIN}")
+    if found == RUN_FORMAT and stored.get("stage", "started") not in STAGES:
+        raise RunDirRefused(
+            f"{file} is damaged: its stage {stored['stage']!r} is none of {', '.join(STAGES)}; {RETRAIN}"
+        )
+    if found == RUN_FORMAT and not isinstance(stored.setdefault("results", {}), dict):
+        raise RunDirRefused(f"{file} is damaged: its results are not a JSON object; {RETRAIN}")
     return stored
 
 

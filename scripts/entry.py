@@ -75,6 +75,8 @@ def run_hydra_app(main) -> None:
         fail(missing)
     try:
         main()
+    except KeyboardInterrupt:  # a stop signal outside a run (composing, loading TensorFlow, between sweep jobs)
+        fail("interrupted", 130)
     except CommandFailed as failed:  # a UserError Hydra let through (a callback's, a single run's)
         fail(str(failed.error), failed.error.exit_code)
     except UserError as err:  # a sweeper's, raised outside any job (a study that cannot be opened)

@@ -15,7 +15,7 @@ import argparse
 import json
 
 from mha_project.errors import UserError
-from mha_project.extras.analysis.finished import check_run_dir
+from mha_project.extras.analysis.finished import check_out_folder, check_run_dir
 
 from entry import fail, import_tensorflow_quietly  # scripts/entry.py: an error as one line and an exit status
 
@@ -35,6 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         check_run_dir(args.run_dir, needs_attention=True)  # answered in a second, before TensorFlow loads
+        check_out_folder(args.out, "head_patterns.png, .md, .json")
         import_tensorflow_quietly()
         from mha_project.extras.head_analysis.patterns import format_relations, format_table, run_head_patterns
 

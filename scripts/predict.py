@@ -33,8 +33,10 @@ def main() -> None:
     parser.add_argument("--text-column", help="a table's text column (default: the run's data.text_column, or text)")
     parser.add_argument("--batch-size", type=int, default=256, help="texts per model call (default 256)")
     args = parser.parse_args()
-    # SIGTERM as Ctrl-C: the half-written temporary file is removed on the way out, and one line says so.
-    signal.signal(signal.SIGTERM, _note_signal)
+    # SIGTERM as Ctrl-C, at once (start-up, a wait on standard input): the half-written temporary file is
+    # removed on the way out, and one line says so.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     try:
         check_run_dir(args.run_dir)  # answered in a second, before TensorFlow loads
         if args.batch_size < 1:
@@ -45,7 +47,7 @@ def main() -> None:
 
         run = load_run(args.run_dir, needs_data=False)  # model.keras and vocab.txt are all predicting needs
         column = args.text_column or run.cfg.data.get("text_column") or "text"
-        result = predict_file(run, args.input, args.out, column, args.batch_size, _stopping(progress_bar()))
+        result = predict_file(run, args.input, args.out, column, args.batch_size, progress_bar())
     except UserError as err:
         fail(str(err))
     except KeyboardInterrupt:
@@ -60,26 +62,17 @@ def main() -> None:
     print(f"wrote {plural(result['rows'], 'row')} to {where}{missing}, {plural(rate, 'row')}/s", file=sys.stderr)
 
 
-_received = []  # the signal noted by _note_signal
+_received = []  # the stop signal received
 
 
-def _note_signal(signum, frame):
-    # Noted only: predicting stops at the next chunk (_stopping), inside the writer's clean-up. An exception
-    # raised here could land where nothing removes the temporary file (as it is made), or be lost inside a
-    # garbage-collection callback (Python ignores exceptions there).
+def _stop(signum, frame):
     _received.append(signum)
+    from mha_project.extras.predict.predict import CRITICAL  # no TensorFlow: a cheap module
 
-
-def _stopping(bar):
-    """The progress report after each chunk, which also stops predicting once SIGTERM has been received."""
-
-    def progress(rows: int, seconds: float) -> None:
-        if _received:
-            raise KeyboardInterrupt
-        if bar is not None:
-            bar(rows, seconds)
-
-    return progress
+    if CRITICAL["depth"]:  # creating or renaming the output: raised when that ends (predict.uninterrupted)
+        CRITICAL["pending"] = signum
+        return
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

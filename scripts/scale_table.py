@@ -10,8 +10,9 @@ random order from the second copy on, so copies are not duplicates for the vocab
 
 import argparse
 import random
-import sys
 from pathlib import Path
+
+from entry import fail  # scripts/entry.py: an error as one line and an exit status
 
 
 def main() -> None:
@@ -24,14 +25,18 @@ def main() -> None:
 
     source, target = Path(args.source), Path(args.target)
     if target.exists():
-        sys.exit(f"error: {target} exists; give a new file")
+        fail(f"{target} exists; give a new file")
+    if not target.parent.is_dir():
+        fail(f"{target.parent} is no folder: create it first, or give a table in an existing folder")
+    if not (source / "train").is_dir():
+        fail(f"{source}/train is no folder: give a folder dataset (DIR/train/<class>/*.txt)")
     texts, labels = [], []
     for folder in sorted(p for p in (source / "train").iterdir() if p.is_dir() and p.name != "unsup"):
         for path in sorted(folder.glob("*.txt")):
             texts.append(path.read_text(encoding="utf-8", errors="replace"))
             labels.append(folder.name)
     if not texts:
-        sys.exit(f"error: {source}/train holds no <class>/*.txt")
+        fail(f"{source}/train holds no <class>/*.txt")
     rng = random.Random(0)
     rows = []
     for i in range(args.rows):
@@ -42,12 +47,16 @@ def main() -> None:
             text = " ".join(words)
         rows.append(text)
     frame = pd.DataFrame({"text": rows, "label": [labels[i % len(texts)] for i in range(args.rows)]})
-    if target.suffix == ".parquet":
-        frame.to_parquet(target)
-    elif target.suffix == ".jsonl":
-        frame.to_json(target, orient="records", lines=True)
-    else:
-        frame.to_csv(target, index=False)
+    try:
+        if target.suffix == ".parquet":
+            frame.to_parquet(target)
+        elif target.suffix == ".jsonl":
+            frame.to_json(target, orient="records", lines=True)
+        else:
+            frame.to_csv(target, index=False)
+    except OSError as err:
+        target.unlink(missing_ok=True)  # a table cut short is no table; this command made it
+        fail(f"{target} could not be written: {err.strerror or err}", code=1)
     print(f"wrote {len(frame)} rows to {target}")
 
 

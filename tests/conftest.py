@@ -1,4 +1,5 @@
 import contextlib
+import logging
 import os
 import shutil
 import subprocess
@@ -87,6 +88,7 @@ IN_PROCESS_SCRIPTS = {
     "time_to_accuracy.py",
     "benchmark.py",
     "predict.py",
+    "scale_table.py",
 }
 
 
@@ -282,6 +284,21 @@ def drive_head_view(page, selector: str = "body", heads: bool = True) -> dict:
     head chips and hovering (``heads``), then every head at once; what each step drew."""
     page.wait_for_selector(f"{selector} #queries .token", state="attached")
     return page.evaluate(HEAD_VIEW_DRIVER, [selector, heads])
+
+
+@contextlib.contextmanager
+def logged(name: str):
+    """The messages logger ``name`` emits (INFO and up) in the block (pytest's own capture is off: -p no:logging)."""
+    messages, handler, logger = [], logging.Handler(), logging.getLogger(name)
+    handler.emit = lambda record: messages.append(record.getMessage())
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def poll(ask, ready=bool, seconds: float = 90):

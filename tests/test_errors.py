@@ -262,3 +262,26 @@ def test_a_run_or_sweep_dir_that_cannot_be_made_is_one_line(tmp_path):
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
         assert result.stderr.startswith(f"error: {key}={place} cannot be used: {why}"), result.stderr
     assert (tmp_path / "a_file").read_text() == "mine"
+
+
+@pytest.mark.slow
+def test_an_output_folder_that_is_a_file_or_missing_is_refused_before_any_work(tiny_run, tmp_path):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    for script, out, needle in (
+        ("head_patterns.py", mine, f"--out={mine} is a file: --out takes a folder (it gets head_patterns.png"),
+        ("head_importance.py", mine / "x", f"--out={mine / 'x'} lies under {mine}, which is a file: --out takes"),
+    ):
+        result = run_script(script, str(tiny_run), "--out", str(out))
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {needle}"), lines
+    assert mine.read_text() == "mine"
+    source = tmp_path / "data"
+    (source / "train" / "pos").mkdir(parents=True)
+    (source / "train" / "pos" / "1.txt").write_text("good")
+    result = run_script("scale_table.py", str(source), str(tmp_path / "missing" / "t.csv"), "--rows", "3")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'missing'} is no folder: create it first, or give a table in an existing folder"
+    ]
+    result = run_script("scale_table.py", str(source), str(tmp_path / "t.csv"), "--rows", "3")
+    assert result.returncode == 0 and len((tmp_path / "t.csv").read_text().splitlines()) == 4

@@ -29,6 +29,7 @@ from mha_project.extras.optuna.studies import (
     make_sampler,
     make_storage,
     open_study,
+    replaced,
     search_space,
     worker_name,
     write_study_pointer,
@@ -56,6 +57,9 @@ class OptunaSweeper(Sweeper):
         if not (isinstance(s["n_trials"], int) and s["n_trials"] >= 1):
             raise ConfigError(f"hydra.sweeper.n_trials={s['n_trials']} is invalid: must be an integer >= 1")
         space, fixed = search_space({**s["params"]}, arguments)
+        kept = replaced({**s["params"]}, arguments)
+        if kept:
+            log.info(f"hydra.sweeper.params {', '.join(kept)}: not searched, as the command line sets them")
         sampler = make_sampler(s["sampler"], s["seed"])
         if s["pruner"] == "median" and s["n_trials"] <= s["pruner_startup_trials"]:
             log.warning(

@@ -264,7 +264,14 @@ def test_a_replaced_run_loses_the_tools_output_folders_and_keeps_a_users_file(tm
 
     for name in ("head_patterns", "head_importance"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "patterns.json").write_text("{}")
+        (tmp_path / name / f"{name}.json").write_text("{}")
+        (tmp_path / name / f"{name}.png").write_text("png")
+    (tmp_path / "head_patterns" / "my_copy.json").write_text("mine")
     (tmp_path / "notes.txt").write_text("mine")
-    _clear(tmp_path)  # what overwrite=true does to a directory whose run.json says it is a run
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    (tmp_path / "run.json").write_text("{}")
+    _clear(tmp_path, 0)  # what overwrite=true does to a directory whose run.json says it is one of its runs
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "head_patterns",
+        "head_patterns/my_copy.json",
+        "notes.txt",
+    ]

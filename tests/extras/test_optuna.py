@@ -81,6 +81,17 @@ def test_the_report_reads_the_study_states_values_and_importances(finished_sweep
     assert rows[0] == "trial,state,value,validations,dropout,heads,key_dim,run_dir" and len(rows) == 4
 
 
+def test_a_value_given_on_the_command_line_is_kept_and_not_searched():
+    from mha_project.extras.optuna.studies import replaced, search_space
+
+    params = {"heads": "choice(1,2,4)", "dropout": "interval(0.0,0.5)"}
+    space, fixed = search_space(params, ["heads=4", "key_dim=16,32"])
+    assert set(space) == {"dropout", "key_dim"} and fixed == ["heads=4"]
+    assert replaced(params, ["heads=4", "key_dim=16,32"]) == ["heads"]
+    space, fixed = search_space(params, ["heads=2,8"])  # a sweep on the command line replaces the declared one
+    assert space["heads"].choices == (2, 8) and fixed == []
+
+
 def test_the_first_trials_of_a_seeded_tpe_sweep_cover_every_choice_and_every_stratum():
     from mha_project.extras.optuna.studies import STARTUP_TRIALS, make_sampler
 
@@ -257,18 +268,28 @@ def test_two_workers_fill_one_postgresql_study(tmp_path, postgres_url):
 @pytest.mark.slow
 def test_a_journal_file_holds_a_study(tmp_path):
     storage = f"journal:///{tmp_path / 'study.log'}"
+    mine = tmp_path / "study.log.lock"  # a user's file where Optuna's own lock would be (and be deleted)
+    mine.write_text("my file\n")
     result = optuna_sweep(tmp_path / "s", f"hydra.sweeper.storage={storage}", "hydra.sweeper.n_trials=2")
     assert result.returncode == 0, result.stderr[-3000:]
     journal = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "study.log")))
     assert len(optuna.load_study(study_name=STUDY, storage=journal).trials) == 2
+    assert mine.read_text() == "my file\n"
 
 
 @pytest.mark.slow
 def test_bad_storages_and_search_spaces_are_one_line_and_leave_a_users_file_as_it_was(tmp_path):
     notes = tmp_path / "notes.log"
     notes.write_text("my notes\n")
+    blank = tmp_path / "blank.log"
+    blank.write_text('\n{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}\n')
     cases = [
-        (f"hydra.sweeper.storage=journal:///{notes}", "is neither empty nor an Optuna journal (left as it is)"),
+        (
+            f"hydra.sweeper.storage=journal:///{notes}",
+            "notes.log is not a journal record, so the file is no Optuna journal (left",
+        ),
+        (f"hydra.sweeper.storage=journal:///{blank}", "cannot be used: line 1 of /"),
+        ("hydra.sweeper.storage=journal://study.log", "names no absolute path: a journal URL is journal:/// and the"),
         (f"hydra.sweeper.storage=journal:///{notes}/study.log", "cannot be used: "),
         ("hydra.sweeper.storage=journal:///proc/study.log", "cannot be used: /proc/study.log: "),
         ("hydra.sweeper.storage=journal:///", "cannot be used: / is not a regular file"),
@@ -282,7 +303,8 @@ def test_bad_storages_and_search_spaces_are_one_line_and_leave_a_users_file_as_i
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (override, lines)
         assert message in lines[0], (override, lines[0])
-    assert notes.read_text() == "my notes\n"
+        assert "blank.log" not in override or "blank.log is blank, so the file is no Optuna journal" in lines[0]
+    assert notes.read_text() == "my notes\n" and blank.read_text().startswith("\n{")
 
 
 @pytest.mark.slow

@@ -56,7 +56,13 @@ def test_no_word_and_no_pair_of_neighbours_tells_the_classes_apart(task):
     "overrides, message",
     [
         (["data=relations", "data.task=parity"], r"^data.task=parity is invalid: must be one of marker, successor"),
-        (["data=relations", "data.examples=0"], r"^data.examples=0 is invalid: must be an integer >= 1"),
+        (["data=relations", "data.examples=0"], r"^data.examples=0 is invalid: must be an integer from 1 to 10000000"),
+        (
+            ["data=relations", "data.test_examples=100000000000"],
+            r"^data.test_examples=100000000000 is invalid: must be an integer from 1 to 10000000",
+        ),
+        (["data=relations", "seq_len=4"], r"^data.seq_len=4 is too short for data.task=marker: .* give seq_len >= 16"),
+        (["data=relations", "data.task=negation", "seq_len=5"], r"^data.seq_len=5 is too short for data.task=negation"),
         (
             ["data=relations", "model.backbone.sliding_window=0"],
             r"^model.backbone.sliding_window=0 is invalid: must be null or an",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import QUIET, ROOT, TINY, compose_cfg, run_script, train_tiny
+from conftest import QUIET, ROOT, TINY, compose_cfg, logged, run_script, train_tiny
 from mha_project.errors import UserError
 from mha_project.extras.run_record.record import differences, identity, open_run_dir
 
@@ -96,14 +96,67 @@ def test_directory_without_run_json_is_refused_even_with_overwrite(tmp_path):
     assert not (tmp_path / "run.json").exists() and (tmp_path / "metrics.json").read_text() == "{}"
 
 
-def test_overwrite_removes_only_the_files_a_run_writes(tmp_path):
+def test_overwrite_removes_only_the_files_a_run_wrote_and_says_what_it_kept(tmp_path):
     record = open_run_dir(tmp_path, cfg())
     record.finish_stage("finished")
     record.close()
-    (tmp_path / "metrics.json").write_text("{}")
-    (tmp_path / "notes.txt").write_text("mine")  # a user's file beside a run
-    open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}), overwrite=True).close()
-    assert not (tmp_path / "metrics.json").exists() and (tmp_path / "notes.txt").read_text() == "mine"
+    own = ["metrics.json", "checkpoints/best.weights.h5", "tensorboard/train/events.out.tfevents.1.v2"]
+    mine = ["notes.txt", "checkpoints/my_finetuned.weights.h5", "inspect/paper_figure.png", "tensorboard/my_notes.txt"]
+    for name in own + mine:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    older = tmp_path / "inspect" / "attention_before.png"  # a project's name, on a file older than the run
+    older.write_text("copied in, its time kept")
+    os.utime(older, (0, 0))
+    logs = tmp_path.parent / f"{tmp_path.name}_my_logs"  # tensorboard/validation: a link to the user's folder
+    logs.mkdir()
+    (logs / "events.out.tfevents.2.v2").write_text("mine")
+    (tmp_path / "tensorboard" / "validation").symlink_to(logs)
+    with logged("mha_project.training.train") as said:
+        open_run_dir(tmp_path, cfg(**{"trainer.lr": 0.05}), overwrite=True).close()
+    assert not any((tmp_path / name).exists() for name in own)
+    assert all((tmp_path / name).read_text() == name for name in mine)
+    assert older.exists()
+    assert (logs / "events.out.tfevents.2.v2").read_text() == "mine" and (
+        tmp_path / "tensorboard/validation"
+    ).is_symlink()
+    kept = next(line for line in said if "kept what this project did not write" in line)
+    assert "inspect/paper_figure.png" in kept and "tensorboard/validation" in kept
+    assert json.loads((tmp_path / "run.json").read_text())["config"]["trainer"]["lr"] == 0.05
+
+
+def test_a_run_json_the_project_cannot_prove_it_wrote_is_refused_also_with_overwrite(tmp_path):
+    from mha_project.run_dir import RUN_FORMAT
+
+    files = {"history.csv": "epoch\n", "checkpoints/best.weights.h5": "w", "tensorboard/events.out.tfevents.1": "e"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    for written, needle in (
+        ("not json", "is damaged: it is not valid JSON"),
+        (json.dumps({"tool": "other", "format": 99}), "holds a run of format 99, written by another version"),
+        (json.dumps({"format": RUN_FORMAT, "fingerprint": "f", "stage": "finished"}), "has no identity this project"),
+        (json.dumps({"format": RUN_FORMAT, "stage": "bogus"}), "its stage 'bogus' is none of started, pretrained"),
+        (json.dumps({"format": RUN_FORMAT, "results": [1]}), "its results are not a JSON object"),
+    ):
+        (tmp_path / "run.json").write_text(written)
+        for overwrite in (False, True):
+            with pytest.raises(UserError, match=re.escape(needle)) as refused:
+                open_run_dir(tmp_path, cfg(), overwrite=overwrite)
+            assert "\n" not in str(refused.value) and "add run_record.overwrite=true" not in str(refused.value)
+        assert (tmp_path / "run.json").read_text() == written
+    assert {name: (tmp_path / name).read_text() for name in files} == files
+
+
+def test_a_lock_that_is_a_symbolic_link_is_refused_and_its_target_left_alone(tmp_path):
+    target = tmp_path / "my_file.txt"
+    target.write_text("mine")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / ".lock").symlink_to(target)
+    with pytest.raises(UserError, match=r"\.lock cannot be the run's lock \(a symbolic link\); remove it"):
+        open_run_dir(run_dir, cfg())
+    assert target.read_text() == "mine" and not (run_dir / "run.json").exists()
 
 
 @pytest.mark.slow
@@ -282,16 +335,6 @@ def test_values_checked_after_data_loading_fail_cleanly_and_leave_a_replaceable_
     assert metrics["epochs_run"] == 1
 
 
-def test_overwrite_replaces_a_damaged_run_json_as_the_refusal_says(tmp_path):
-    (tmp_path / "run.json").write_text("not json")
-    with pytest.raises(UserError, match="add run_record.overwrite=true"):
-        open_run_dir(tmp_path, cfg())
-    record = open_run_dir(tmp_path, cfg(), overwrite=True)
-    assert record.stage == "started"
-    record.close()
-    assert json.loads((tmp_path / "run.json").read_text())["stage"] == "started"
-
-
 def test_a_run_of_another_format_is_refused_in_one_line_by_training_and_by_the_tools(tmp_path):
     from mha_project.extras.analysis.finished import check_run_dir
     from mha_project.run_dir import RUN_FORMAT
@@ -312,11 +355,12 @@ def test_a_run_of_another_format_is_refused_in_one_line_by_training_and_by_the_t
         needle = f"holds a run of format {shown}, written by another version of mha-project; this version reads"
         with pytest.raises(UserError, match=re.escape(needle)) as refused:
             open_run_dir(tmp_path, cfg())
-        assert "add run_record.overwrite=true" in str(refused.value) and "\n" not in str(refused.value)
+        assert "\n" not in str(refused.value)
         with pytest.raises(UserError, match=re.escape(needle) + ".*use the release that wrote it"):
             check_run_dir(tmp_path)
-    open_run_dir(tmp_path, cfg(), overwrite=True).close()  # overwrite=true replaces it, as the line says
-    assert json.loads((tmp_path / "run.json").read_text())["format"] == RUN_FORMAT
+        with pytest.raises(UserError, match=re.escape(needle)):  # nothing proves its files are this version's
+            open_run_dir(tmp_path, cfg(), overwrite=True)
+    assert (tmp_path / "metrics.json").read_text() == "{}"
 
 
 def test_the_identity_holds_the_backend(monkeypatch):
@@ -353,6 +397,10 @@ def test_trim_history_keeps_header_and_earlier_epochs(tmp_path):
     rows = trim_history(path, 2)
     assert [r["epoch"] for r in rows] == ["1", "2"]
     assert path.read_text().splitlines() == ["epoch,accuracy", "1,0.5", "2,0.6"]
+    for cut in ("epoch,accuracy,loss\n1,0.5,0.7\n2,0.6,0.", "epoch,accuracy,loss\n1,0.5,0.7\n2,0.6\n"):
+        path.write_text(cut)  # the last row cut off by a full disk: with or without its line end
+        assert [r["epoch"] for r in trim_history(path, 2)] == ["1"]
+        assert path.read_text().splitlines() == ["epoch,accuracy,loss", "1,0.5,0.7"]
 
 
 def test_outputs_runs_latest_names_the_last_finished_run_and_never_replaces_a_users_file(tmp_path):

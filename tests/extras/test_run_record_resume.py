@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ROOT, TINY, kill_when, run_script, train_tiny
+from conftest import QUIET, ROOT, TINY, kill_when, poll, run_script, train_tiny
 from mha_project.extras.run_record.backup import backed_up_epochs
 
 RESUME = [
@@ -141,3 +141,51 @@ def test_a_full_disk_through_the_cli_is_one_line_and_the_run_resumes_when_space_
         assert not list(run_dir.glob(".tmp-*"))  # nothing half-written left behind
     finally:
         subprocess.run(["umount", "-l", str(mount)])
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_ctrl_c_or_sigterm_stops_a_run_in_one_line_and_the_command_it_prints_resumes_it(tmp_path):
+    # Fresh processes: a stop signal to the command is the behaviour under test.
+    import re
+    import shlex
+    import signal
+
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        "scripts/train.py",
+        *TINY,
+        "epochs=6",
+        "trainer.early_stopping_patience=6",
+        "data.limit=600",
+        *QUIET,
+        f"hydra.run.dir={run_dir}",
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    for epochs_done, signum in ((1, signal.SIGINT), (2, signal.SIGTERM)):
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        poll(
+            lambda p=process, n=epochs_done: p.poll() is not None or backed_up_epochs(run_dir / "backup") >= n,
+            seconds=240,
+        )
+        assert process.poll() is None, process.communicate()[1][-2000:]
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 128 + signum and "Traceback" not in err, err[-3000:]
+        line = err.strip().splitlines()[-1]
+        name = signal.Signals(signum).name
+        assert re.fullmatch(
+            rf"error: interrupted in epoch [2-6] of 6 \({name}\); resume with: python scripts/train.py .*", line
+        )
+        assert not (run_dir / "metrics.json").exists()
+    resume = shlex.split(line.split("resume with: ")[1])
+    assert resume[-1] == f"hydra.run.dir={run_dir}" and "epochs=6" in resume
+    result = subprocess.run(
+        [sys.executable, *resume[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((run_dir / "metrics.json").read_text())["epochs_run"] == 6
+    assert history_epochs(run_dir / "history.csv") == [1, 2, 3, 4, 5, 6]  # each epoch once, in order

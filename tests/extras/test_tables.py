@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import QUIET, compose_cfg, event_records, load_splits, run_script, train_tiny
+from conftest import QUIET, compose_cfg, event_records, load_splits, poll, run_script, train_tiny
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError
-from mha_project.extras.tables.tables import read_table
+from mha_project.extras.tables.tables import class_names_of, read_table
 
 WORDS = {"bad": "awful boring stale bad", "good": "great lovely fresh good", "okay": "fine okay average plain"}
 
@@ -80,6 +80,16 @@ def test_integer_labels_are_classes_in_numeric_order(tmp_path):
     cfg = compose_cfg("debug=tiny", "data=table", f"data.path={write_table(frame, tmp_path / 't.jsonl')}")
     data = load_splits(cfg.data, cfg.seed)
     assert data.class_names == ["1", "2", "10"]
+
+
+def test_labels_that_are_one_number_spelled_differently_are_one_class(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("text,label\n" + "".join(f"text {i},{('1', '1.0', '01', '2', '2.00')[i % 5]}\n" for i in range(20)))
+    _, labels = read_table(path, "text", "label")
+    assert class_names_of(labels) == ["1", "2"]
+    path.write_text("text,label\n" + "".join(f"text {i},{('1', '1.50', 'good')[i % 3]}\n" for i in range(9)))
+    _, labels = read_table(path, "text", "label")  # not every label a number: each as the file spells it
+    assert class_names_of(labels) == ["1", "1.50", "good"]
 
 
 @pytest.mark.slow
@@ -371,8 +381,8 @@ def test_predict_keeps_every_input_column_of_every_row_and_never_writes_over_its
     (tmp_path / "link.jsonl").symlink_to(source)
     (tmp_path / "taken.csv").write_text("review,predicted_class\ngreat tea,mine\n")
     for src, out, message in (
-        (source, source, "is the input file: the predictions would replace it"),
-        (source, tmp_path / "link.jsonl", "is the input file"),
+        (source, source, "is the input: the predictions would replace it"),
+        (source, tmp_path / "link.jsonl", "is the input"),
         (source, tmp_path, "is a directory: name a file"),
         (tmp_path / "taken.csv", tmp_path / "o.csv", "already has a column 'predicted_class', which predict writes"),
     ):
@@ -464,3 +474,98 @@ def test_predict_stopped_by_sigterm_leaves_no_temporary_file_and_says_so_in_one_
     assert lines[-1] == f"error: interrupted (SIGTERM); {out} was not written", err[-2000:]
     assert "Traceback" not in err and not [line for line in lines if line.startswith("error: ")][:-1], err[-2000:]
     assert not out.exists() and not list(tmp_path.glob(".out.csv.*"))
+
+
+@pytest.mark.slow
+def test_predict_never_writes_to_its_input_or_a_run_and_refuses_unwritable_outputs(table_run, tmp_path, monkeypatch):
+    import os
+    import sys
+
+    import mha_project.extras.predict.predict as predict
+    from mha_project.errors import UserError
+    from mha_project.extras.analysis.runs import load_run
+
+    run_dir, _ = table_run
+    run = load_run(run_dir)
+    source = tmp_path / "in.csv"
+    source.write_text("review\ngreat tea\n")
+    os.link(source, tmp_path / "hard.csv")
+    (tmp_path / "soft.csv").symlink_to(source)
+    readonly = tmp_path / "readonly.csv"
+    readonly.write_text("mine\n")
+    os.chmod(readonly, 0o444)
+    (tmp_path / "a_file").write_text("mine\n")
+    history = run_dir / "history.csv"
+    record = history.read_bytes()
+    with open(source) as stdin:  # the texts arrive on standard input: the file behind it is still the input
+        monkeypatch.setattr(sys, "stdin", stdin)
+        for out in (source, tmp_path / "hard.csv", tmp_path / "soft.csv"):
+            with pytest.raises(UserError, match="is the input: the predictions would replace it"):
+                predict.predict_file(run, "-", str(out), "text")
+    for out, message in (
+        (tmp_path / "hard.csv", "is the input"),
+        (readonly, r"is read-only \(mode 0444\)"),
+        (history, f"is inside the run directory {run_dir}"),
+        (tmp_path / "a_file" / "o.csv", "cannot be written: .*a_file is not a folder"),
+    ):
+        with pytest.raises(UserError, match=message) as err:
+            predict.predict_file(run, str(source), str(out), "review")
+        assert "\n" not in str(err.value)
+    assert source.read_text() == "review\ngreat tea\n" and readonly.read_text() == "mine\n"
+    assert history.read_bytes() == record and not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.slow
+def test_predict_reads_strings_only_and_writes_values_it_cannot_store_as_one_line(table_run, tmp_path):
+    import mha_project.extras.predict.predict as predict
+    from mha_project.errors import UserError
+    from mha_project.extras.analysis.runs import load_run
+
+    run = load_run(table_run[0])
+    source = tmp_path / "in.jsonl"
+    for bad, shown in (({"a": 1}, 'dict {"a": 1}'), ([1, 2], "list [1, 2]"), (7, "int 7")):
+        source.write_text(json.dumps({"review": "great tea"}) + "\n" + json.dumps({"review": bad}) + "\n")
+        with pytest.raises(UserError, match=f"row 2, column 'review' holds {re.escape(shown)}, not text"):
+            predict.predict_file(run, str(source), str(tmp_path / "o.csv"), "review")
+    # A nested value of another column is written as JSON, not as Python's repr.
+    source.write_text(json.dumps({"review": "great tea", "meta": {"shop": "a", "tags": [1, 2]}}) + "\n")
+    predict.predict_file(run, str(source), str(tmp_path / "o.csv"), "review")
+    meta = next(csv.DictReader((tmp_path / "o.csv").open()))["meta"]
+    assert json.loads(meta) == {"shop": "a", "tags": [1, 2]}
+    # An integer beyond Parquet's int64: refused naming its row and column, nothing written.
+    source.write_text("".join(json.dumps({"review": "tea", "n": n}) + "\n" for n in (1, 2, 10**20)))
+    with pytest.raises(UserError, match=r"row 3, column 'n': 100000000000000000000 does not fit Parquet's int64"):
+        predict.predict_file(run, str(source), str(tmp_path / "o.parquet"), "review")
+    assert not (tmp_path / "o.parquet").exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_predict_stops_at_once_on_sigterm_while_starting_or_waiting_on_standard_input(table_run, tmp_path):
+    # A fresh process: a signal to the command is the behaviour under test.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    command = [sys.executable, str(ROOT / "scripts" / "predict.py"), str(table_run[0]), "-", "--out", "o.csv"]
+    for wait_for in ("start-up", "standard input"):
+        process = subprocess.Popen(
+            command, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        if wait_for == "start-up":
+            time.sleep(1.0)
+        else:  # until the model is loaded and the command waits for its first line
+            waiting = Path(f"/proc/{process.pid}/wchan")
+            assert poll(lambda p=process, w=waiting: p.poll() is not None or "pipe" in w.read_text(), seconds=120)
+        assert process.poll() is None, process.communicate()[1][-2000:]
+        process.send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        _, err = process.communicate(timeout=60)
+        assert time.monotonic() - stopped < 5, (wait_for, err[-2000:])
+        assert process.returncode == 128 + signal.SIGTERM, err[-2000:]
+        assert err.strip().splitlines()[-1] == "error: interrupted (SIGTERM); o.csv was not written", err[-2000:]
+        assert "Traceback" not in err and os.listdir(tmp_path) == [], (wait_for, err[-2000:])

@@ -91,3 +91,16 @@ def no_attention(path) -> UserError:
         f"{path} holds a model without attention layers (a bag of n-grams alone, model.backbone=null): there is no "
         "attention to inspect; use a run with an encoder"
     )
+
+
+def check_out_folder(out, gets: str) -> None:
+    """Refuse, before any work, an ``--out`` folder that is a file or lies under one (``gets``: what it would hold)."""
+    if out is None:
+        return
+    folder = Path(out)
+    for place in (folder, *folder.parents):
+        if place.exists() and not place.is_dir():
+            where = "is a file" if place == folder else f"lies under {place}, which is a file"
+            raise UserError(f"--out={out} {where}: --out takes a folder (it gets {gets})")
+        if place.exists():
+            return

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from mha_project.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mha_project.attention.plots import figure_to_png, label_color, plt
-from mha_project.errors import UserError
+from mha_project.extras.analysis.finished import check_out_folder
 from mha_project.extras.analysis.runs import load_run
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import uncompiled_copy
@@ -86,13 +86,12 @@ def importance_figure(result: dict, title: str):
 
 
 def run_head_importance(run_dir, out=None) -> dict:
+    check_out_folder(out, "head_importance.png, .md, .json")
     run = load_run(run_dir, needs_attention=True)
     data = run.splits()
     val = run.batches(data.val_texts, data.val_labels)
     result = head_importance(run.model, val)
     out_dir = run.path / "head_importance" if out is None else Path(out)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"--out={out_dir} is a file: --out takes a folder (it gets head_importance.png, .md, .json)")
     title = f"head importance on {len(data.val_texts)} validation texts (baseline {result['baseline']:.4f})"
     png = figure_to_png(importance_figure(result, title))
     write_bytes_atomic(out_dir / "head_importance.png", png)

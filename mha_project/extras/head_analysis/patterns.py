@@ -54,6 +54,7 @@ from mha_project.attention.plots import figure_to_png, label_color, plt
 from mha_project.attention.scores import attention_scores, has_cls_token, normalized_entropy_rows, scores_for_texts
 from mha_project.data.pipeline import pad_batch
 from mha_project.errors import UserError
+from mha_project.extras.analysis.finished import check_out_folder
 from mha_project.extras.analysis.runs import load_masked_lm, load_run
 from mha_project.run_dir import ANALYSIS_TB, STAGE_DIR
 
@@ -335,6 +336,7 @@ def run_head_patterns(run_dir, num_texts: int = 200, out=None, pretrained: bool 
     heads of the run's masked language model as pretraining left them (RUN_DIR/pretrain/model.keras), into
     RUN_DIR/pretrain/head_patterns/ and RUN_DIR/pretrain/tensorboard/head_patterns/.
     """
+    check_out_folder(out, "head_patterns.png, .md, .json")
     if num_texts < 1:
         raise UserError(f"--texts={num_texts} is invalid: must be an integer >= 1")
     run = load_run(run_dir, needs_attention=True)

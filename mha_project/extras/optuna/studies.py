@@ -41,6 +41,12 @@ def make_storage(url: str | None, heartbeat: bool = True):
     optuna = import_optuna()
     if url is None:
         return None
+    if url.startswith("journal://") and not url.startswith(JOURNAL_PREFIX):
+        absolute = Path(url[len("journal://") :]).resolve()
+        raise ConfigError(
+            f"hydra.sweeper.storage={url} names no absolute path: a journal URL is journal:/// and the absolute "
+            f"path, e.g. journal://{absolute} (a relative path would move with each job's working directory)"
+        )
     if url.startswith(JOURNAL_PREFIX):
         from optuna.storages.journal import JournalFileBackend
 
@@ -48,7 +54,7 @@ def make_storage(url: str | None, heartbeat: bool = True):
         check_journal_file(path, url)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+            return optuna.storages.JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFlock(path)))
         except OSError as err:  # a parent that is a file, /proc, no permission
             where = f"{err.filename}: " if err.filename else ""
             raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {where}{err.strerror or err}") from None
@@ -69,27 +75,61 @@ def make_storage(url: str | None, heartbeat: bool = True):
 
 def check_journal_file(path: Path, url: str) -> None:
     """Refuse, before anything is written to it, a journal path that is not a file, or a file that is
-    neither empty nor an Optuna journal (Optuna would append its records to a user's file)."""
+    neither empty nor an Optuna journal, every line a record (Optuna would append to a user's file, or stop
+    on a line it cannot read)."""
     if not path.exists():
         return
     if not path.is_file():
         raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {path} is not a regular file")
     try:
         with open(path, "rb") as f:
-            first = f.readline(1 << 20)
+            for number, line in enumerate(f, start=1):
+                problem = _not_a_record(line)
+                if problem:
+                    raise ConfigError(
+                        f"hydra.sweeper.storage={url} cannot be used: line {number} of {path} {problem}, so the "
+                        "file is no Optuna journal (left as it is); name a new file"
+                    )
     except OSError as err:
         raise ConfigError(f"hydra.sweeper.storage={url} cannot be used: {err.strerror or err}") from None
-    if not first.strip():
-        return
+
+
+def _not_a_record(line: bytes) -> str | None:
+    if not line.strip():
+        return "is blank"
     try:
-        record = json.loads(first)
+        record = json.loads(line)
     except ValueError:
         record = None
-    if not (isinstance(record, dict) and "op_code" in record):
-        raise ConfigError(
-            f"hydra.sweeper.storage={url} cannot be used: {path} is neither empty nor an Optuna journal "
-            "(left as it is); name a new file"
-        )
+    return None if isinstance(record, dict) and "op_code" in record else "is not a journal record"
+
+
+class JournalFlock:
+    """The journal's lock for Optuna's ``JournalFileBackend(lock_obj=...)``: ``flock`` on ``<journal>.mha-lock``.
+    Written here because Optuna's own locks (symlink, open) delete ``<journal>.lock`` when they judge it stale,
+    a user's file of that name included; a ``flock`` ends with its process and its file is never deleted."""
+
+    def __init__(self, journal: Path):
+        self.path = Path(f"{journal}.mha-lock")
+        self.fd, self.pid = None, None
+
+    def acquire(self) -> bool:
+        import fcntl
+
+        if self.pid != os.getpid():  # a forked worker opens its own: a shared descriptor shares the lock
+            self.pid = os.getpid()
+            flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            try:
+                self.fd = os.open(self.path, flags, 0o644)
+            except OSError as err:
+                raise ConfigError(f"the journal's lock {self.path} cannot be opened: {err.strerror}") from None
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return True
+
+    def release(self) -> None:
+        import fcntl
+
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
 def _storage_problem(url: str, err: Exception) -> str:
@@ -111,7 +151,8 @@ def _storage_problem(url: str, err: Exception) -> str:
 
 def search_space(params: dict, arguments: list[str]):
     """Optuna distributions of ``hydra.sweeper.params`` and of the command line's sweeps (``heads=1,2,4``),
-    and the command line's other overrides, which every trial takes as they are."""
+    and the command line's other overrides, which every trial takes as they are. A key on the command line
+    replaces the same key of ``hydra.sweeper.params``: ``heads=4`` is kept, not searched (:func:`replaced`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 
@@ -119,6 +160,7 @@ def search_space(params: dict, arguments: list[str]):
     parser = OverridesParser.create()
     declared = parser.parse_overrides([f"{key}={value}" for key, value in params.items()])
     given = parser.parse_overrides(arguments)
+    declared = [o for o in declared if o.get_key_element() not in {g.get_key_element() for g in given}]
     # A single value in hydra.sweeper.params (heads=4) is a fixed override: every trial takes it, as the
     # multirun.yaml that records the params says.
     fixed = [o.input_line for o in [*declared, *given] if not o.is_sweep_override()]
@@ -141,6 +183,14 @@ def search_space(params: dict, arguments: list[str]):
             reason = "it has no values" if "one or more elements" in str(err) else message_line(err)
             raise ConfigError(f"{override.input_line} cannot be searched: {reason}") from None
     return space, fixed
+
+
+def replaced(params: dict, arguments: list[str]) -> list[str]:
+    """The keys of ``hydra.sweeper.params`` that the command line sets itself (and that are not searched)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    given = {o.get_key_element() for o in OverridesParser.create().parse_overrides(arguments)}
+    return [key for key in params if key in given]
 
 
 def check_sweep(sweeper_cfg, arguments: list[str]) -> None:

@@ -10,17 +10,31 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from mha_project.atomic import new_file_mode
-from mha_project.data.pipeline import with_text_inputs
 from mha_project.errors import UserError, message_line
-from mha_project.extras.tables.tables import PARQUET_EXTRA, TABLE_FORMATS, same_file, table_chunks
+from mha_project.extras.tables.tables import PARQUET_EXTRA, TABLE_FORMATS, table_chunks
 
 OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 READ_ROWS = 4096  # rows read, predicted and written at a time
+# Where a stop signal must wait: between creating the temporary file and noting its name, and while it is
+# renamed into place. scripts/predict.py's handler raises at once elsewhere and, in here, when it ends.
+CRITICAL = {"depth": 0, "pending": None}
+
+
+@contextmanager
+def uninterrupted():
+    CRITICAL["depth"] += 1
+    try:
+        yield
+    finally:
+        CRITICAL["depth"] -= 1
+    if CRITICAL["depth"] == 0 and CRITICAL["pending"] is not None:
+        raise KeyboardInterrupt
 
 
 def input_format(path: str) -> str:
@@ -67,23 +81,26 @@ def read_rows(path: str, fmt: str, text_column: str):
         yield from _text_lines(path)
         return
     if fmt == "jsonl":
-        rows = []
-        for row in _json_rows(path):
-            rows.append(row)
-            if len(rows) == READ_ROWS:
-                yield rows, [_text_of(row.get(text_column)) for row in rows]
-                rows = []
-        if rows:
-            yield rows, [_text_of(row.get(text_column)) for row in rows]
-        return
-    if fmt == "parquet":
-        for batch in _parquet(path).iter_batches(batch_size=READ_ROWS):
-            rows = batch.to_pylist()  # Python values of the file's own types (no pandas float for an int)
-            yield rows, [_text_of(row.get(text_column)) for row in rows]
-        return
-    for chunk in table_chunks(path, fmt, path, rows=READ_ROWS):
-        rows = chunk.to_dict("records")
-        yield rows, [_text_of(row.get(text_column)) for row in rows]
+        chunks = _in_chunks(_json_rows(path))
+    elif fmt == "parquet":  # Python values of the file's own types (no pandas float for an int)
+        chunks = (batch.to_pylist() for batch in _parquet(path).iter_batches(batch_size=READ_ROWS))
+    else:
+        chunks = (chunk.to_dict("records") for chunk in table_chunks(path, fmt, path, rows=READ_ROWS))
+    done = 0
+    for rows in chunks:
+        yield rows, _texts(rows, text_column, done)
+        done += len(rows)
+
+
+def _in_chunks(rows):
+    chunk = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == READ_ROWS:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _parquet(path: str):
@@ -114,8 +131,24 @@ def _json_rows(path: str):
             raise UserError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
 
 
-def _text_of(value) -> str | None:
-    return None if _missing(value) else str(value)
+def _texts(rows: list[dict], column: str, first_row: int) -> list[str | None]:
+    """Each row's text (None where it has none); a value that is not text (a number, a list, an object) is
+    refused, naming its row (1-based) and column, rather than predicted from its printed form."""
+    texts = []
+    for i, row in enumerate(rows):
+        value = row.get(column)
+        if not _missing(value) and not isinstance(value, str):
+            raise UserError(
+                f"row {first_row + i + 1}, column {column!r} holds {type(value).__name__} {_short(value)}, not text: "
+                "predict reads strings only"
+            )
+        texts.append(None if _missing(value) else value)
+    return texts
+
+
+def _short(value) -> str:
+    text = json.dumps(value, default=str) if isinstance(value, (dict, list)) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _missing(value) -> bool:
@@ -146,16 +179,38 @@ def _text_lines(path: str):
 
 
 def check_paths(source: str, out: str | None) -> None:
-    """Refuse, before anything is read or written: an input that is not a readable file, an ``--out`` that is
-    a directory, and an ``--out`` that is the input itself (by inode: links and other spellings too)."""
+    """Refuse, before anything is read or written: an input that is not a readable file, and an ``--out`` that
+    is the input however the input arrives (a path, ``-``, ``/dev/stdin``, a link: compared by device and inode),
+    a directory, a read-only file, a file in a run directory (the run's own record) or in no writable folder."""
     if source != "-" and not Path(source).is_file():
         raise UserError(f"{source} is not a file")
     if out is None:
         return
-    if Path(out).is_dir():
+    target = Path(out)
+    if target.is_dir():
         raise UserError(f"--out={out} is a directory: name a file to write the predictions to")
-    if source != "-" and same_file(out, source):
-        raise UserError(f"--out={out} is the input file: the predictions would replace it; name another file")
+    given = _identity(sys.stdin.fileno()) if source == "-" else _identity(source)
+    if given is not None and given == _identity(out):
+        raise UserError(f"--out={out} is the input: the predictions would replace it; name another file")
+    if target.exists() and not target.stat().st_mode & 0o222:
+        raise UserError(f"--out={out} is read-only (mode {target.stat().st_mode & 0o777:04o}); name another file")
+    for folder in target.resolve().parents:
+        if (folder / "run.json").is_file():
+            raise UserError(f"--out={out} is inside the run directory {folder}, which is the run's own record")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"--out={out} cannot be written: {folder} is not a folder this user can write to")
+
+
+def _identity(file) -> tuple[int, int] | None:
+    """A file's (device, inode), from a path or an open descriptor; None when there is no such file."""
+    try:
+        st = os.fstat(file) if isinstance(file, int) else os.stat(file)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class _Writer:
@@ -164,14 +219,18 @@ class _Writer:
 
     def __init__(self, out: str | None, fmt: str, columns: list[str], schema=None):
         self.out, self.fmt, self.columns, self.schema = out, fmt, columns, schema
-        self.parquet, self.header_written = None, False
+        self.parquet, self.header_written, self.written = None, False, 0
         if out is None:
             self.tmp, self.stream = None, sys.stdout
             return
         target = Path(out)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with uninterrupted():
+                fd, self.tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        except OSError as err:
+            raise UserError(f"--out={out} cannot be written: {err.strerror} ({err.filename})") from None
         self.mode = new_file_mode(target)  # before anything replaces it: a private file stays private
-        fd, self.tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         self.stream = os.fdopen(fd, "wb" if fmt == "parquet" else "w", newline="" if fmt != "parquet" else None)
 
     def write(self, rows: list[dict]) -> None:
@@ -186,13 +245,20 @@ class _Writer:
                 self.parquet = pq.ParquetWriter(self.stream, self.schema)
             fields = [(c, self.schema.field(c).type) for c in self.columns]
             records = [{c: _arrow_value(row.get(c), kind) for c, kind in fields} for row in rows]
-            self.parquet.write_table(pa.Table.from_pylist(records, schema=self.schema))
+            try:
+                table = pa.Table.from_pylist(records, schema=self.schema)
+            except (OverflowError, pa.ArrowException) as err:
+                raise UserError(f"{self.out}: {_unfit(records, fields, self.written)} ({message_line(err)})") from None
+            self.parquet.write_table(table)
         else:
             writer = csv.DictWriter(self.stream, self.columns, delimiter="," if self.fmt == "csv" else "\t")
             if not self.header_written:
                 writer.writeheader()
                 self.header_written = True
-            writer.writerows({c: _plain(row.get(c)) for c in self.columns} for row in rows)
+            writer.writerows({c: _cell(row.get(c)) for c in self.columns} for row in rows)
+
+    def written_rows(self, rows: int) -> None:
+        self.written += rows
 
     def commit(self) -> None:
         if self.parquet is not None:
@@ -201,14 +267,37 @@ class _Writer:
             self.stream.flush()
             return
         self.stream.close()
-        os.chmod(self.tmp, self.mode)
-        os.replace(self.tmp, self.out)
+        with uninterrupted():
+            os.chmod(self.tmp, self.mode)
+            os.replace(self.tmp, self.out)
+            self.tmp = None
 
     def discard(self) -> None:
+        if self.parquet is not None:
+            self.parquet.close()  # before its file: a writer left open would write to it when collected
         if self.tmp is not None:
             self.stream.close()
             if os.path.exists(self.tmp):
                 os.unlink(self.tmp)
+
+
+def _cell(value):
+    """A CSV/TSV cell: a JSON object or list as JSON (not Python's repr), anything else as it is."""
+    value = _plain(value)
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else value
+
+
+def _unfit(records: list[dict], fields, first_row: int) -> str:
+    """Which row (1-based, of the input) and column hold a value the Parquet column type cannot hold."""
+    import pyarrow as pa
+
+    for i, record in enumerate(records):
+        for column, kind in fields:
+            try:
+                pa.array([record[column]], type=kind)
+            except (OverflowError, pa.ArrowException):
+                return f"row {first_row + i + 1}, column {column!r}: {record[column]!r} does not fit Parquet's {kind}"
+    return "a value does not fit its Parquet column"
 
 
 def _plain(value):
@@ -305,12 +394,16 @@ def predict_file(
                 row.update({c: (None if texts[i] is None else float(p)) for c, p in zip(probability_columns, probs[i])})
             without_text += len(rows) - len(present)
             writer.write(rows)
+            writer.written_rows(len(rows))
             written += len(rows)
             if progress is not None:
                 progress(written, time.perf_counter() - start)
         if not written:
             raise UserError(f"{source} has no rows to predict")
         writer.commit()
+    except OSError as err:  # a full disk, a folder gone: one line, the temporary file removed
+        writer.discard()
+        raise UserError(f"{err.filename or out or 'standard output'}: {err.strerror or message_line(err)}") from None
     except BaseException:
         writer.discard()
         raise
@@ -322,6 +415,8 @@ def _batches(run, texts: list[str], rows: list[int], batch_size: int):
     """``(rows, token ids)`` batches of the run's own ids (its preprocessor's, as ``Run.token_ids``), texts of similar
     length together and each batch padded to a multiple of 32 tokens: padding is masked, so the probabilities
     are the same, and the model sees a few shapes instead of one per batch."""
+    from mha_project.data.pipeline import with_text_inputs  # TensorFlow: this module loads without it
+
     encoded = run.preprocessor.encode(texts)
     order = np.argsort([len(ids) for ids in encoded], kind="stable")
     for begin in range(0, len(order), batch_size):

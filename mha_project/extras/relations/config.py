@@ -15,14 +15,29 @@ PROBES = {
     "negation": ["the soup was not really bad today", "the soup was also really bad today"],
 }
 TASK_NAMES = tuple(PROBES)
+# Per task, the words a text needs for its rule to be read wherever it stands (tasks.py): shorter is truncated.
+TEXT_WORDS = {"marker": 16, "successor": 16, "negation": 6}
+# Texts are generated in memory at once: past this a run would fail for memory, not teach anything more.
+MAX_EXAMPLES = 10_000_000
 
 
 @dataclass
 class RelationsDataConfig(DataConfig):
     task: str = checked(lambda v: v in TASK_NAMES, one_of(TASK_NAMES))
-    examples: int = checked(positive_int, "an integer >= 1")
-    test_examples: int = checked(positive_int, "an integer >= 1")
+    examples: int = checked(lambda v: positive_int(v) and v <= MAX_EXAMPLES, f"an integer from 1 to {MAX_EXAMPLES}")
+    test_examples: int = checked(
+        lambda v: positive_int(v) and v <= MAX_EXAMPLES, f"an integer from 1 to {MAX_EXAMPLES}"
+    )
     model_setting: str = MISSING  # what data=relations set in the model, said in the run's first lines
+
+    @staticmethod
+    def check(data, cfg) -> None:
+        words = TEXT_WORDS[data.task]
+        if data.seq_len < words:
+            raise ConfigError(
+                f"data.seq_len={data.seq_len} is too short for data.task={data.task}: its rule can stand at word "
+                f"{words} of a text, and a model that never sees it stays at chance; give seq_len >= {words}"
+            )
 
 
 store("relations_schema", RelationsDataConfig, at="data")

@@ -83,17 +83,20 @@ def _read_json(path: Path) -> dict:
 
 
 def trim_history(path: Path, epochs_done: int) -> list[dict]:
-    """Keep history.csv's header and its rows of epochs 1..``epochs_done``; return them. Rewritten in place
-    (not renamed) because the CSV logger appends to the same file afterwards."""
+    """Keep history.csv's header and its whole rows of epochs 1..``epochs_done``; return them. A last line cut
+    off by a kill or a full disk (no line end) is dropped: its epoch is trained again. Rewritten in place (not
+    renamed) because the CSV logger appends to the same file afterwards."""
     path = Path(path)
     if not path.exists():
         return []
     with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        fields = reader.fieldnames or []
-        all_rows = [r for r in reader if r.get("epoch", "").strip().isdigit()]
-    rows = [r for r in all_rows if int(r["epoch"]) <= epochs_done]
-    if len(rows) != len(all_rows):
+        text = f.read()
+    whole = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+    reader = csv.DictReader(whole.splitlines(keepends=True))
+    fields = reader.fieldnames or []
+    all_rows = [r for r in reader if r.get("epoch", "").strip().isdigit()]
+    rows = [r for r in all_rows if int(r["epoch"]) <= epochs_done and None not in r.values()]
+    if len(rows) != len(all_rows) or whole != text:
         with open(path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()

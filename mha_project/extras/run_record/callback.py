@@ -36,8 +36,8 @@ class RunEnd(Callback):
             if (run_dir / METRICS_FILE).is_file() and config.hydra.mode.name != "MULTIRUN":
                 point_latest_at(run_dir)
             return
-        if isinstance(error, RunDirRefused) or not run_dir.is_dir():
-            return  # the directory holds another run, or a user's files: left exactly as it was
+        if isinstance(error, RunDirRefused) or not run_dir.is_dir() or (run_dir / METRICS_FILE).is_file():
+            return  # another run, a user's files, or a finished run (a tool's error): left exactly as it was
         bug = None if isinstance(error, UserError) else "".join(traceback.format_exception(error))
         write_failure(run_dir, describe(error), overrides=config.hydra.overrides.task, traceback=bug)
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import hashlib
 import json
 import logging
 import os
-import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,26 +55,40 @@ from mha_project.run_dir import (
 
 log = logging.getLogger("mha_project.training.train")
 
-# Files a run writes: what run_record.overwrite=true removes from a directory whose run.json says it is a run.
-RUN_FILES = (
+# The files a run and the analysis tools write, by path in the run directory (``*`` spans folders too): what
+# run_record.overwrite=true may delete (not .hydra/: Hydra has written this job's there before train starts). A
+# stage before the fit (pretrain/) writes the same files in its folder.
+_STAGE_FILES = (
+    "model.keras",
     "model_summary.txt",
-    METRICS_FILE,
-    MODEL_FILE,
     "history.csv",
-    VOCAB_FILE,
-    "backup",
-    "checkpoints",
-    "tensorboard",
-    ".hydra",
-    "pretrain",
-    "inspect",
-    "export",
-    "attention.html",
-    "head_patterns",
-    "head_importance",
-    FAILURE_FILE,
-    IDENTITY_FILE,
+    "checkpoints/best.weights.h5",
+    "backup/*.weights.h5*",
+    "backup/training_metadata.json*",
+    "backup/seed_states.json",
+    "tensorboard/*events.out.tfevents.*",
 )
+OWN_FILES = (
+    *_STAGE_FILES,
+    *(f"{STAGE_DIR}/{name}" for name in _STAGE_FILES),
+    METRICS_FILE,
+    VOCAB_FILE,
+    FAILURE_FILE,
+    "attention.html",
+    "export/saved_model.pb",
+    "export/fingerprint.pb",
+    "export/variables/variables.*",
+    "inspect/attention_*.png",
+    "head_patterns/head_patterns.png",
+    "head_patterns/head_patterns.json",
+    "head_importance/head_importance.png",
+    "head_importance/head_importance.json",
+)
+
+
+def own_file(relative: str) -> bool:
+    return any(fnmatch.fnmatchcase(relative, pattern) for pattern in OWN_FILES)
+
 
 # What holds something learned: while none exists, a run that stopped at "started" may be started again.
 LEARNED = (STAGE_DIR, "history.csv", "backup", "checkpoints", MODEL_FILE, METRICS_FILE)
@@ -168,13 +183,14 @@ def open_run_dir(path: Path, cfg: DictConfig, overwrite: bool = False) -> Resuma
     fd = lock(path)  # after that check: no lock file is left in a directory of someone else's files
     try:
         ident = identity(cfg)
-        stamp = {"fingerprint": fingerprint(ident), "config": ident}
-        stored = None if overwrite else _read_identity(path)  # overwrite: a damaged run.json is replaced too
+        stored = _read_identity(path, overwrite)
+        stamp = {"fingerprint": fingerprint(ident), "config": ident, "created_ns": time.time_ns()}
         stale = (
             stored is not None and stored.get("stage") == "started" and not any((path / f).exists() for f in LEARNED)
         )
-        if stale:
-            stored = None  # a run that stopped before it learned anything (a bad data path, say): nothing to keep
+        if stored is not None and (overwrite or stale):
+            _clear(path, stored["created_ns"])  # a run that stopped before it learned anything: nothing to keep
+            stored = None
         if stored is not None and stored.get("fingerprint") != stamp["fingerprint"]:
             diff = "; ".join(differences(stored.get("config") or {}, ident))
             raise RunDirRefused(
@@ -182,33 +198,42 @@ def open_run_dir(path: Path, cfg: DictConfig, overwrite: bool = False) -> Resuma
                 "to replace it"
             )
         if stored is None:
-            if overwrite or stale:
-                _clear(path)
             record = ResumableRecord(path, identity=stamp, lock_fd=fd)
             record.finish_stage("started")
             return record
-        return ResumableRecord(path, stored.get("stage", "started"), stored.get("results") or {}, stamp, fd)
+        stamp["created_ns"] = stored["created_ns"]
+        return ResumableRecord(path, stored["stage"], stored["results"], stamp, fd)
     except BaseException:
         os.close(fd)
         raise
 
 
-def _read_identity(path: Path) -> dict | None:
-    file = path / IDENTITY_FILE
-    try:
-        stored = read_record(path)
-    except RunDirRefused as err:
-        raise RunDirRefused(f"{err}, or add run_record.overwrite=true to replace the run") from None
-    if stored is not None and "fingerprint" not in stored:
-        raise RunDirRefused(f"{file} has no fingerprint; use a new hydra.run.dir, or add run_record.overwrite=true")
-    if stored is not None and stored.get("format") != RUN_FORMAT:
-        raise RunDirRefused(other_format(path, stored.get("format")) + ", or add run_record.overwrite=true")
+def _read_identity(path: Path, overwrite: bool) -> dict | None:
+    """run.json, when this version of the project wrote it (its format, fingerprint and creation time); anything
+    else is refused in one line, also with ``overwrite``: nothing proves the directory's files are ours."""
+    stored = read_record(path)
+    if stored is None:
+        return None
+    if stored.get("format") != RUN_FORMAT:
+        raise RunDirRefused(other_format(path, stored.get("format")))
+    if not isinstance(stored.get("fingerprint"), str) or not isinstance(stored.get("created_ns"), int):
+        raise RunDirRefused(
+            f"{path / IDENTITY_FILE} has no identity this project wrote (a fingerprint and a creation time), so "
+            f"nothing proves the files in {path} are a run's{'; nothing was deleted' if overwrite else ''}: another "
+            "tool's record or a damaged one; use a new hydra.run.dir"
+        )
     return stored
 
 
 def lock(path: Path) -> int:
     """Hold ``path/.lock`` for this process (refused in one line while another process holds it)."""
-    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a link planted at .lock: it would write this pid into the file it points to
+        fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        what = "a symbolic link" if (path / LOCK_FILE).is_symlink() else err.strerror
+        raise RunDirRefused(
+            f"{path / LOCK_FILE} cannot be the run's lock ({what}); remove it, or use a new hydra.run.dir"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -223,11 +248,26 @@ def lock(path: Path) -> int:
     return fd
 
 
-def _clear(path: Path) -> None:
-    """Remove a replaced run's files (never the lock we hold, nor the Hydra log of this process)."""
-    for name in RUN_FILES:
-        target = path / name
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        elif target.exists() or target.is_symlink():
-            target.unlink()
+def _clear(path: Path, created_ns: int) -> None:
+    """Delete the replaced run's own files: a name the project writes (``OWN_FILES``), a regular file not
+    reached through a link, written since the run was created. Anything else stays, and one line says so;
+    folders left empty are removed. run.json goes last: until then the directory still proves it is a run."""
+    kept = []
+    for folder, folders, files in os.walk(path):  # os.walk does not follow links to folders
+        for name in files + [d for d in folders if os.path.islink(os.path.join(folder, d))]:
+            file = Path(folder, name)
+            relative = file.relative_to(path).as_posix()
+            if relative in (LOCK_FILE, "train.log", IDENTITY_FILE):
+                continue
+            st = file.lstat()
+            if own_file(relative) and file.is_file() and not file.is_symlink() and st.st_mtime_ns >= created_ns:
+                file.unlink()
+            else:
+                kept.append(relative)
+    for folder, _, _ in sorted(os.walk(path), key=lambda walked: -len(walked[0])):
+        if Path(folder) != path and not os.listdir(folder):
+            os.rmdir(folder)
+    (path / IDENTITY_FILE).unlink()
+    if kept:
+        shown = ", ".join(sorted(kept)[:8]) + (f" and {len(kept) - 8} more" if len(kept) > 8 else "")
+        log.info(f"run_record.overwrite=true kept what this project did not write in {path}: {shown}")

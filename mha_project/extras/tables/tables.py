@@ -91,15 +91,20 @@ def read_table(path, text_column: str, label_column: str | None, key: str = "dat
 
 
 def _label_strings(values: np.ndarray) -> np.ndarray:
-    """Labels as strings, decided once for the whole column: whole numbers keep their integer names (``1``
-    not ``1.0``, as a column with gaps reads) only when every label of the file is a whole number."""
-    if values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0):
-        values = values.astype(np.int64)
-    elif values.dtype == object and all(isinstance(v, (int, float, np.number)) for v in values):
-        numbers = np.asarray(values, dtype="float64")
-        if np.all(np.mod(numbers, 1) == 0):
-            values = numbers.astype(np.int64)
-    return np.asarray([str(v) for v in values], dtype=object)
+    """Labels as strings, decided once for the whole column: when every label is a number (a CSV's ``1``,
+    ``1.0`` and ``01`` alike), one name per number: integer names (``1``, not ``1.0``) when every label is a
+    whole number, else Python's float spelling; otherwise each label as the file spells it."""
+    numbers = []
+    for value in values:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            return np.asarray([str(v) for v in values], dtype=object)
+        if isinstance(value, bool) or not np.isfinite(number):
+            return np.asarray([str(v) for v in values], dtype=object)
+        numbers.append(number)
+    whole = all(n.is_integer() for n in numbers)
+    return np.asarray([str(int(n)) if whole else repr(n) for n in numbers], dtype=object)
 
 
 def class_names_of(labels: np.ndarray) -> list[str]:
