@@ -21,8 +21,9 @@ from mha_project.extras.tables.tables import PARQUET_EXTRA, TABLE_FORMATS, table
 
 OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 READ_ROWS = 4096  # rows read, predicted and written at a time
-# Where a stop signal must wait: between creating the temporary file and noting its name, and while it is
-# renamed into place. scripts/predict.py's handler raises at once elsewhere and, in here, when it ends.
+# Where a stop signal must wait: between creating the temporary file and noting its name, while it is renamed
+# into place, and while the model runs. scripts/predict.py's handler raises at once elsewhere (start-up, a
+# wait on standard input) and, in here, when it ends.
 CRITICAL = {"depth": 0, "pending": None}
 
 
@@ -228,6 +229,10 @@ class _Writer:
             target.parent.mkdir(parents=True, exist_ok=True)
             with uninterrupted():
                 fd, self.tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        except KeyboardInterrupt:  # a signal while it was made: raised once its name is known
+            os.close(fd)
+            os.unlink(self.tmp)
+            raise
         except OSError as err:
             raise UserError(f"--out={out} cannot be written: {err.strerror} ({err.filename})") from None
         self.mode = new_file_mode(target)  # before anything replaces it: a private file stays private
@@ -384,8 +389,11 @@ def predict_file(
                 continue
             present = [i for i, text in enumerate(texts) if text is not None]
             probs = np.full((len(rows), len(run.class_names)), np.nan)
-            for chosen, ids in _batches(run, [texts[i] for i in present], present, batch_size):
-                probs[chosen] = np.asarray(run.model.predict_on_batch(ids), dtype="float64")
+            # A stop signal waits for the chunk: raised inside the model's calls, it could land in a tensor's
+            # finaliser, where Python prints it and drops it.
+            with uninterrupted():
+                for chosen, ids in _batches(run, [texts[i] for i in present], present, batch_size):
+                    probs[chosen] = np.asarray(run.model.predict_on_batch(ids), dtype="float64")
             for i, row in enumerate(rows):
                 if texts[i] is None:
                     row["predicted_class"] = None
