@@ -224,14 +224,15 @@ class _Writer:
         if out is None:
             self.tmp, self.stream = None, sys.stdout
             return
-        target = Path(out)
+        target, self.tmp = Path(out), None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             with uninterrupted():
                 fd, self.tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         except KeyboardInterrupt:  # a signal while it was made: raised once its name is known
-            os.close(fd)
-            os.unlink(self.tmp)
+            if self.tmp is not None:
+                os.close(fd)
+                os.unlink(self.tmp)
             raise
         except OSError as err:
             raise UserError(f"--out={out} cannot be written: {err.strerror} ({err.filename})") from None
