@@ -20,13 +20,46 @@ from mha_project.attention import ATTENTION_PLUGIN
 from mha_project.errors import CommandFailed, UserError, printable
 from mha_project.quiet import import_tensorflow_quietly
 
-__all__ = ["fail", "free_port", "import_tensorflow_quietly", "report_run", "run_hydra_app"]
+__all__ = ["end_within", "fail", "free_port", "import_tensorflow_quietly", "report_run", "run_hydra_app"]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """``error: <message>`` on stderr, then exit with ``code`` (2: a bad value, as argparse exits)."""
     print(f"error: {printable(message)}", file=sys.stderr)
     raise SystemExit(code)
+
+
+_wakeup = None  # end_within's descriptor
+
+
+def end_within(grace: float) -> None:
+    """After Ctrl-C or SIGTERM, end the process within ``grace`` seconds even when its main thread is stuck in
+    a library call that does not return (a collective whose peer process died): Python runs a signal handler
+    only between two bytecodes of the main thread. The signal's number reaches a watcher thread through
+    ``signal.set_wakeup_fd``; a process that stops in time never hears from it. Call it after the handlers."""
+    import signal
+    import threading
+    import time
+
+    global _wakeup
+    if _wakeup is not None:  # one watcher a process (the tests run the scripts in theirs, again and again)
+        signal.set_wakeup_fd(_wakeup, warn_on_full_buffer=False)
+        return
+    read_end, _wakeup = os.pipe()
+    os.set_blocking(_wakeup, False)
+    signal.set_wakeup_fd(_wakeup, warn_on_full_buffer=False)
+
+    def watch() -> None:
+        while True:
+            signum = os.read(read_end, 1)[0]
+            if signum in (signal.SIGINT, signal.SIGTERM):
+                time.sleep(grace)
+                name = signal.Signals(signum).name
+                print(f"error: stopped by {name}: a library call did not return within {grace:g} s", file=sys.stderr)
+                sys.stderr.flush()
+                os._exit(128 + signum)
+
+    threading.Thread(target=watch, name="end-within", daemon=True).start()
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from mha_project.quiet import import_tensorflow_quietly
 
-from entry import run_hydra_app  # an error as one line and an exit code
+from entry import end_within, run_hydra_app  # an error as one line and an exit code
 
 
 @hydra.main(version_base="1.3", config_path="../configs", config_name="train")
@@ -80,4 +80,5 @@ def interrupted(cfg: DictConfig, run_dir: Path):
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _stop)
+    end_within(15)  # a data-parallel worker whose peer died waits in a collective that never returns
     run_hydra_app(main)

@@ -130,7 +130,10 @@ def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProce
     saved_argv, saved_cwd, code = sys.argv[:], os.getcwd(), 0
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
-    saved_sigterm = signal.getsignal(signal.SIGTERM)  # predict.py's own handler is for its own process
+    # A script's own signal handlers and wake-up descriptor (train.py, predict.py) are for its own process.
+    saved_signals = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    saved_wakeup = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(saved_wakeup)
     sys.argv[:] = [str(path), *args]
     os.chdir(ROOT)
     try:
@@ -149,7 +152,9 @@ def _run_script_in_process(script: str, *args: str) -> subprocess.CompletedProce
     finally:
         sys.argv[:] = saved_argv
         os.chdir(saved_cwd)
-        signal.signal(signal.SIGTERM, saved_sigterm)
+        for signum, handler in saved_signals.items():
+            signal.signal(signum, handler)
+        signal.set_wakeup_fd(saved_wakeup)
         for handler in root.handlers[:]:
             if handler not in saved_handlers:
                 root.removeHandler(handler)

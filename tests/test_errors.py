@@ -2,6 +2,8 @@
 
 import json
 import shutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from conftest import (
     OUT_OF_RANGE,
     QUIET,
+    ROOT,
     TINY,
     assert_clean_failure,
     compose_cfg,
@@ -285,3 +288,33 @@ def test_an_output_folder_that_is_a_file_or_missing_is_refused_before_any_work(t
     ]
     result = run_script("scale_table.py", str(source), str(tmp_path / "t.csv"), "--rows", "3")
     assert result.returncode == 0 and len((tmp_path / "t.csv").read_text().splitlines()) == 4
+
+
+@pytest.mark.subprocess
+def test_a_stop_signal_ends_a_command_stuck_in_a_library_call_within_its_grace():
+    # A fresh process: a signal is the behaviour. Its main thread blocks SIGTERM and sleeps in C, as a data-parallel
+    # worker whose peer died waits in a collective: no Python handler can run there.
+    import signal
+    import time
+
+    stuck = (
+        "import ctypes, signal, sys\n"
+        "sys.path.insert(0, 'scripts')\n"
+        "from entry import end_within\n"
+        "def stop(signum, frame):\n"
+        "    raise KeyboardInterrupt\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "end_within(1)\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
+        "print('ready', flush=True)\n"
+        "ctypes.CDLL(None).sleep(120)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", stuck], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert process.stdout.readline() == "ready\n"
+    process.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    _, err = process.communicate(timeout=60)
+    assert time.monotonic() - sent < 10 and process.returncode == 128 + signal.SIGTERM
+    assert err.strip().splitlines() == ["error: stopped by SIGTERM: a library call did not return within 1 s"]

@@ -131,6 +131,8 @@ def join_processes(timeout: int) -> None:
             os._exit(2)
 
     threading.Thread(target=give_up, name="join-timeout", daemon=True).start()
+    # JAX's preemption service takes SIGTERM for itself (a checkpoint notice): the command's own handler stops it.
+    jax.config.update("jax_enable_preemption_service", False)
     jax.distributed.initialize(address, n, process_id, initialization_timeout=timeout + 60)
     joined.set()
 
