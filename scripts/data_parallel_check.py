@@ -29,7 +29,7 @@ from pathlib import Path
 from mha_project.extras.distribution.processes import finish_all
 from mha_project.extras.timing.measures import steady_examples_per_second
 
-from entry import free_port
+from entry import fail, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = {"test_loss": 1e-4, "test_accuracy": 1e-6}
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help=f"scripts/train.py overrides (default: {' '.join(TINY)})")
     args = parser.parse_args()
     if args.processes < 2 or args.rounds < 1:
-        sys.exit(f"error: --processes={args.processes} --rounds={args.rounds} is invalid: need >= 2 and >= 1")
+        fail(f"--processes={args.processes} --rounds={args.rounds} is invalid: need >= 2 and >= 1")
     with tempfile.TemporaryDirectory() as scratch:
         verdict = check(args.out or Path(scratch), args.processes, args.overrides or TINY, args.rounds)
     print(json.dumps(verdict, indent=1))

@@ -9,8 +9,9 @@ Copy 0 of every training text is the text itself; copy k > 0 is the same words i
 import argparse
 import os
 import random
-import sys
 from pathlib import Path
+
+from entry import fail  # scripts/entry.py: an error as one line and an exit status
 
 
 def main() -> None:
@@ -21,11 +22,11 @@ def main() -> None:
     args = parser.parse_args()
     source, target = Path(args.source), Path(args.target)
     if args.copies < 1:
-        sys.exit(f"error: --copies={args.copies} is invalid: must be an integer >= 1")
+        fail(f"--copies={args.copies} is invalid: must be an integer >= 1")
     if not (source / "train").is_dir() or not (source / "test").is_dir():
-        sys.exit(f"error: {source} has no train/ and test/ folders")
+        fail(f"{source} has no train/ and test/ folders")
     if target.exists():
-        sys.exit(f"error: {target} exists; give a new folder")
+        fail(f"{target} exists; give a new folder")
     classes = sorted(d.name for d in (source / "test").iterdir() if d.is_dir() and (source / "train" / d.name).is_dir())
     target.mkdir(parents=True)
     os.symlink((source / "test").resolve(), target / "test")

@@ -15,6 +15,7 @@ def test_multirun_jobs_keep_their_own_results(sweep_dir):
         assert (sweep_dir / job / "model.keras").exists() and (sweep_dir / job / "tensorboard").is_dir()
     failure = json.loads((sweep_dir / "0" / "failure.json").read_text())
     assert failure["status"] == "failed" and "heads=0" in failure["reason"]
+    assert "heads=0" in failure["overrides"]  # the job's own overrides, as a command to run it again
 
 
 @pytest.mark.slow

@@ -64,6 +64,17 @@ class JobPrefix(logging.Filter):
         return True
 
 
+class JobsRetracing(logging.Filter):
+    """Drops TensorFlow's "triggered tf.function retracing" warning in a sweep's job: TF counts the functions of
+    every model a process built, so a later job hears of the earlier jobs' models (its own traces once each)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
+RETRACING = JobsRetracing()
+
+
 class ValidateConfig(Callback):
     job: JobPrefix | None = None  # a sweep's job, between on_job_start and on_job_end
 
@@ -89,6 +100,7 @@ class ValidateConfig(Callback):
         self.job = JobPrefix(HydraConfig.get().job.num)
         for handler in logging.getLogger().handlers:
             handler.addFilter(self.job)
+        logging.getLogger("tensorflow").addFilter(RETRACING)
         import keras
 
         keras.config.disable_interactive_logging()  # Keras's lines go to absl's logger, at INFO
@@ -101,6 +113,7 @@ class ValidateConfig(Callback):
         if self.job is not None:  # what on_job_start changed, back as it was: the next job runs in this process
             for handler in logging.getLogger().handlers:
                 handler.removeFilter(self.job)
+            logging.getLogger("tensorflow").removeFilter(RETRACING)
             import keras
 
             keras.config.enable_interactive_logging()

@@ -19,6 +19,10 @@ import json
 import logging
 from pathlib import Path
 
+from mha_project.quiet import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # the API's first TensorFlow import (a notebook's): its C++ start-up lines hidden
+
 import keras
 import numpy as np
 import tensorflow as tf

@@ -210,6 +210,27 @@ def copy_of(run_dir: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
+def test_a_finished_run_whose_record_is_damaged_is_refused_and_left_exactly_as_it_was(finished_run, tmp_path):
+    run_dir = copy_of(finished_run, tmp_path)
+    record = json.loads((run_dir / "run.json").read_text())
+    for damaged, needle in (
+        ({**record, "stage": "bogus"}, "its stage 'bogus' is none of"),
+        ({**record, "results": 3}, "its results are not a JSON object"),
+    ):
+        (run_dir / "run.json").write_text(json.dumps(damaged))
+        before = {
+            p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name not in ("train.log", "hydra.yaml")
+        }
+        result = train_tiny(run_dir, *FINISHED)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and needle in lines[0], result.stderr[-2000:]
+        assert {
+            p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name not in ("train.log", "hydra.yaml")
+        } == before
+        assert not (run_dir / "failure.json").exists()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides,named",
     [

@@ -8,6 +8,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from mha_project.quiet import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # the API's first TensorFlow import (a notebook's): its C++ start-up lines hidden
+
 import keras
 import numpy as np
 from omegaconf import DictConfig, OmegaConf

@@ -9,13 +9,16 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from mha_project.errors import failing_the_command
+from mha_project.errors import RunDirRefused, failing_the_command
 from mha_project.quiet import import_tensorflow_quietly
 from mha_project.run_dir import METRICS_FILE
 from mha_project.training.hydra_callbacks import job_error
 
 
 class HParamsRecords(Callback):
+    def __init__(self) -> None:
+        self.finished_before = False  # this job's run had finished before it started (nothing to record)
+
     @failing_the_command
     def on_multirun_start(self, config, **kwargs) -> None:
         import_tensorflow_quietly()  # it writes with TensorFlow, whose start-up lines stay out of the output
@@ -23,9 +26,15 @@ class HParamsRecords(Callback):
 
         write_experiment(Path(config.hydra.sweep.dir), config, swept_domains(config, sweep_params_of(config)))
 
+    def on_job_start(self, config, **kwargs) -> None:
+        self.finished_before = (Path(config.hydra.runtime.output_dir) / METRICS_FILE).is_file()
+
     def on_job_end(self, config, job_return, **kwargs) -> None:
         run_dir = Path(config.hydra.runtime.output_dir)
-        failed = job_error(job_return) is not None
+        error = job_error(job_return)
+        failed = error is not None
+        if isinstance(error, RunDirRefused) or self.finished_before:
+            return  # another run's directory, or a finished one: its record is not this job's to add to
         if not (run_dir / ".hydra" / "config.yaml").is_file() or not (run_dir / "tensorboard").is_dir():
             return  # no session started: the run stopped before its fit
         from mha_project.extras.hparams.dashboard import write_session_end
