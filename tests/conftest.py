@@ -375,3 +375,51 @@ def event_records(log_dir: Path) -> dict:
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto`` (pyproject.toml's addopts): a worker per core, each running TensorFlow on one thread (above)."""
     return len(os.sched_getaffinity(0))
+
+
+# The middle tier (`-m "not slow or core"`): with the fast tier, each feature's slow end-to-end test once, chosen
+# for being cheap (a shared run, no process of its own). data=relations (its runs must learn: ~50 s) and the
+# Attention tab's browser test are left to the full suite; their fast tests run here.
+CORE = {
+    "tests/test_train.py::test_train_returns_what_it_records",
+    "tests/test_train_cli.py::test_train_prints_run_dir_and_accuracy_last",
+    "tests/test_train_cli.py::test_evaluate_reproduces_recorded_test_metrics",
+    "tests/test_attention.py::test_inspect_attention_cli",
+    "tests/test_layers.py::KerasLayerChecks::test_encoder_backbone",
+    "tests/test_data.py::test_pipeline_pads_to_buckets_not_seq_len",
+    "tests/test_config.py::test_every_option_of_every_group_composes[data]",
+    "tests/test_errors.py::test_nan_loss_stops_with_a_clear_message",
+    "tests/test_sweeps.py::test_multirun_jobs_keep_their_own_results",
+    "tests/test_run_dir.py::test_without_a_run_record_train_uses_only_an_empty_dir_and_records_its_stages",
+    "tests/test_schedules.py::test_the_train_step_is_traced_once_across_fits_and_shapes",
+    "tests/test_mha_basics.py::test_mha_basics_script_prints_shapes",
+    "tests/test_performance.py::test_ensemble_of_a_run_with_itself_is_the_run_and_other_splits_are_refused",
+    "tests/extras/test_distribution.py::test_a_process_whose_peers_never_come_says_so_and_gives_up_in_one_line",
+    "tests/extras/test_folders.py::test_folder_texts_stay_on_disk_and_batch_exactly_as_texts_in_memory",
+    "tests/extras/test_head_analysis.py::test_head_importance_cli",
+    "tests/extras/test_head_analysis.py::test_head_patterns_cli_json",
+    "tests/extras/test_head_view.py::test_every_run_writes_a_head_view_and_inspect_writes_one_on_request",
+    "tests/extras/test_head_view.py::test_the_model_view_shows_every_layer_and_head_and_a_click_opens_one[128]",
+    "tests/extras/test_hparams.py::test_tensorboard_hparams_dashboard_shows_typed_swept_keys_and_every_status",
+    "tests/extras/test_ngrams.py::test_the_bag_alone_trains_and_the_attention_tools_say_it_has_none",
+    "tests/extras/test_optuna.py::test_a_journal_file_holds_a_study",
+    "tests/extras/test_pretraining.py::test_pretrain_from_reuses_the_encoder_and_checks_it",
+    "tests/extras/test_rotary.py::test_rotary_classifier_has_no_position_table_and_round_trips",
+    "tests/extras/test_run_record.py::test_same_command_again_reports_finished_and_rewrites_nothing",
+    "tests/extras/test_run_record_resume.py::test_disk_full_while_saving_names_the_stage_and_the_same_command_resumes",
+    "tests/extras/test_savedmodel.py::test_the_export_reads_the_tokens_training_read[tail-head]",
+    "tests/extras/test_sweep_report.py::test_sweep_report",
+    "tests/extras/test_tables.py::test_the_test_split_is_a_seeded_stratified_share_or_a_second_file",
+    "tests/extras/test_tfds.py::test_tfds_loaders_with_mock_data[imdb-imdb_reviews-2]",
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    ids = {item.nodeid for item in items}
+    for item in items:
+        if item.nodeid in CORE:
+            item.add_marker(pytest.mark.core)
+    files = {item.nodeid.split("::")[0] for item in items}
+    gone = sorted(t for t in CORE if t.split("::")[0] in files and t not in ids and not config.option.keyword)
+    if gone and not config.option.markexpr:
+        raise pytest.UsageError(f"conftest.CORE names tests that do not exist (renamed?): {', '.join(gone)}")

@@ -309,12 +309,17 @@ def test_a_stop_signal_ends_a_command_stuck_in_a_library_call_within_its_grace()
         "print('ready', flush=True)\n"
         "ctypes.CDLL(None).sleep(120)\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", stuck], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    process = subprocess.Popen(  # its own session: no signal meant for the test's process group reaches it
+        [sys.executable, "-c", stuck],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     assert process.stdout.readline() == "ready\n"
     process.send_signal(signal.SIGTERM)
     sent = time.monotonic()
     _, err = process.communicate(timeout=60)
-    assert time.monotonic() - sent < 10 and process.returncode == 128 + signal.SIGTERM
+    assert time.monotonic() - sent < 10 and process.returncode == 128 + signal.SIGTERM, (process.returncode, err)
     assert err.strip().splitlines() == ["error: stopped by SIGTERM: a library call did not return within 1 s"]

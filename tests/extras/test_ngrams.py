@@ -391,17 +391,6 @@ def test_the_ngram_branch_classifier_saves_and_loads(tmp_path, branch, weighting
     assert loaded.ngram_branch.max_n == model.ngram_branch.max_n == 2
 
 
-@pytest.mark.subprocess
-@pytest.mark.slow
-def test_a_killed_wide_and_deep_run_resumes_as_the_run_never_killed(tmp_path):
-    # Fresh processes: a kill is the behaviour under test. The NB bag (its ratios, its penalty's count of
-    # training texts) and its own optimizer (MultiOptimizer) resume too.
-    from test_run_record_resume import RESUME, sigkill_then_resume
-
-    bag = ["model=wide_deep", "model.ngram_branch.features=1024", "optimizer=wide_deep", "optimizer.ngram_lr=0.01"]
-    sigkill_then_resume(tmp_path, [*RESUME, *bag])
-
-
 def test_an_ngram_table_larger_than_memory_is_refused_up_front():
     from mha_project.config import validate_config
     from mha_project.errors import ConfigError

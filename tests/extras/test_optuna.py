@@ -311,12 +311,12 @@ def test_bad_storages_and_search_spaces_are_one_line_and_leave_a_users_file_as_i
 def test_a_single_value_in_the_search_space_is_what_every_trial_trains(tmp_path):
     path = tmp_path / "s"
     result = optuna_sweep(
-        path, "hydra.sweeper.n_trials=2", "hydra.sweeper.params.heads=4", "hydra.sweeper.pruner_startup_trials=2"
+        path, "hydra.sweeper.n_trials=1", "hydra.sweeper.params.heads=4", "hydra.sweeper.pruner_startup_trials=1"
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "hydra.sweeper.pruner=median cannot prune in this sweep" in result.stdout + result.stderr
     jobs = sorted(path.glob("*/metrics.json"))
-    assert len(jobs) == 2 and all(json.loads(job.read_text())["hparams"]["heads"] == 4 for job in jobs)
+    assert len(jobs) == 1 and json.loads(jobs[0].read_text())["hparams"]["heads"] == 4
     assert all("heads" not in t.params for t in trials_of(f"sqlite:///{path}/optuna.db"))
 
 
