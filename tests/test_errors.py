@@ -318,6 +318,7 @@ def test_a_stop_signal_ends_a_command_stuck_in_a_library_call_within_its_grace()
         start_new_session=True,
     )
     assert process.stdout.readline() == "ready\n"
+    time.sleep(1)  # inside the C call by now (a signal earlier would reach its Python handler, as it should)
     process.send_signal(signal.SIGTERM)
     sent = time.monotonic()
     _, err = process.communicate(timeout=60)

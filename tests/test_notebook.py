@@ -22,8 +22,12 @@ def test_walkthrough_notebook_executes_and_shows_what_it_promises():
         ).execute()
     finally:
         del os.environ["MHA_NOTEBOOK_TINY"]
-    text = "\n".join(
-        o.get("text", "") + str(o.get("data", {}).get("text/markdown", ""))
+    # A stream's text carries its own line ends, and the kernel may send one print in several pieces (it flushes
+    # on a timer): joined as they came; other outputs on lines of their own.
+    text = "".join(
+        o.get("text", "")
+        if o.get("output_type") == "stream"
+        else "\n" + str(o.get("data", {}).get("text/markdown", ""))
         for c in nb.cells
         if c.cell_type == "code"
         for o in c.outputs
