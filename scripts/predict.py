@@ -9,9 +9,12 @@ line (``-``: standard input). Every input row is written, in order, with predict
 column per class: to --out (its extension picks CSV, TSV, JSON lines or Parquet) or, without it, to standard
 output in the input's format (CSV for plain text and Parquet). The output file appears only when every row
 is done, and keeps the mode of a file it replaces. Every column of the input is kept (JSON lines: every key of
-every row, with its JSON type; Parquet: the file's own types). Refused in one line, before anything is
-written: an --out that is the input itself (a link to it too) or a directory, and an input that already has a
-predicted_class or prob_<class> column. Only the run's model.keras and vocab.txt are read, not its data.
+every row, with its JSON type; Parquet: the file's own types; a JSON object or list in a CSV cell as JSON).
+Refused in one line, before anything is written: an --out that is the input however it arrives (a path, -,
+a link: compared by device and inode), a directory, a read-only file or a file in a run directory; an input that
+already has a predicted_class or prob_<class> column, or whose text column holds anything but strings. Ctrl-C
+or SIGTERM stops it within a chunk, and the half-written output is removed. Only the run's model.keras and
+vocab.txt are read, not its data.
 """
 
 import argparse

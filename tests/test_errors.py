@@ -291,6 +291,7 @@ def test_an_output_folder_that_is_a_file_or_missing_is_refused_before_any_work(t
 
 
 @pytest.mark.subprocess
+@pytest.mark.slow
 def test_a_stop_signal_ends_a_command_stuck_in_a_library_call_within_its_grace():
     # A fresh process: a signal is the behaviour. Its main thread blocks SIGTERM and sleeps in C, as a data-parallel
     # worker whose peer died waits in a collective: no Python handler can run there.
