@@ -166,12 +166,13 @@ def test_ctrl_c_or_sigterm_stops_a_run_in_one_line_and_the_command_it_prints_res
         f"hydra.run.dir={run_dir}",
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    for epochs_done, signum in ((1, signal.SIGINT), (2, signal.SIGTERM)):
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        before = backed_up_epochs(run_dir / "backup")  # the signal once this process has trained an epoch more
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
         poll(
-            lambda p=process, n=epochs_done: p.poll() is not None or backed_up_epochs(run_dir / "backup") >= n,
+            lambda p=process, n=before: p.poll() is not None or backed_up_epochs(run_dir / "backup") > n,
             seconds=240,
         )
         assert process.poll() is None, process.communicate()[1][-2000:]
