@@ -507,9 +507,6 @@ def test_sweep_over_pretraining_and_seeds_is_grouped_by_pretrain(tmp_path):
     sweep = tmp_path / "sweep"
     result = run_sweep(sweep, "pretrain=none,mlm", "seed=1,2", *TINY, "pretrain.epochs=1")
     assert result.returncode == 0, result.stderr[-3000:]
-    # Each job builds its own models; TensorFlow's retracing count spans the process's jobs and is no news.
-    logs = result.stdout + result.stderr + "".join(p.read_text() for p in sweep.glob("*/train.log"))
-    assert "tf.function retracing" not in logs
     write_report(sweep)
     with open(sweep / "report_by_config.csv", newline="") as f:
         rows = {r["pretrain"]: r for r in csv.DictReader(f)}
