@@ -556,8 +556,11 @@ def test_predict_stops_at_once_on_sigterm_while_starting_or_waiting_on_standard_
         process = subprocess.Popen(
             command, cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        if wait_for == "start-up":
-            time.sleep(1.0)
+        if wait_for == "start-up":  # once its handler is set (/proc's SigCgt), while TensorFlow still loads
+            status = Path(f"/proc/{process.pid}/status")
+            term = 1 << (signal.SIGTERM - 1)
+            caught = poll(lambda s=status: _caught(s.read_text()), ready=lambda mask, t=term: mask & t, seconds=60)
+            assert caught & term, status.read_text()
         else:  # until the model is loaded and the command waits for its first line
             waiting = Path(f"/proc/{process.pid}/wchan")
             assert poll(lambda p=process, w=waiting: p.poll() is not None or "pipe" in w.read_text(), seconds=120)
@@ -569,3 +572,8 @@ def test_predict_stops_at_once_on_sigterm_while_starting_or_waiting_on_standard_
         assert process.returncode == 128 + signal.SIGTERM, err[-2000:]
         assert err.strip().splitlines()[-1] == "error: interrupted (SIGTERM); o.csv was not written", err[-2000:]
         assert "Traceback" not in err and os.listdir(tmp_path) == [], (wait_for, err[-2000:])
+
+
+def _caught(status: str) -> int:
+    """The signals a process has handlers for: /proc/PID/status's SigCgt mask (bit N-1 for signal N)."""
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
