@@ -70,9 +70,9 @@ _received = []  # the stop signal received
 
 def _stop(signum, frame):
     _received.append(signum)
-    from mha_project.extras.predict.predict import CRITICAL  # no TensorFlow: a cheap module
+    from mha_project.extras.predict.writer import CRITICAL  # no TensorFlow: a cheap module
 
-    if CRITICAL["depth"]:  # creating or renaming the output: raised when that ends (predict.uninterrupted)
+    if CRITICAL["depth"]:  # creating or renaming the output: raised when that ends (writer.uninterrupted)
         CRITICAL["pending"] = signum
         return
     raise KeyboardInterrupt

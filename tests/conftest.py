@@ -195,6 +195,11 @@ def kill_when(cmd: list, ready, env: dict, timeout: float = 240) -> None:
             proc.kill()
 
 
+def train_command(run_dir: Path, *overrides: str) -> list[str]:
+    """``python scripts/train.py OVERRIDES hydra.run.dir=RUN_DIR``, for a test that starts it as a process."""
+    return [sys.executable, str(ROOT / "scripts" / "train.py"), *overrides, f"hydra.run.dir={run_dir}"]
+
+
 def train_tiny(run_dir: Path, *overrides: str, timeout: int = 300, fresh_process=False) -> subprocess.CompletedProcess:
     return run_script(
         "train.py", *TINY, f"hydra.run.dir={run_dir}", *overrides, timeout=timeout, fresh_process=fresh_process

@@ -125,20 +125,25 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
             compile_model(model, cfg, plan.total_steps)
 
         # 5. The test, once, on the best epoch's weights; then model.keras.
-        if (run_dir / BEST_WEIGHTS).exists():
-            model.load_weights(run_dir / BEST_WEIGHTS)
-        if not record.done("tested"):
-            test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
-            record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
-        if not record.done("saved"):
-            save_model_atomic(model, run_dir / MODEL_FILE)
-            record.finish_stage("saved")
+        evaluate_and_save(model, test_ds, record)
 
         # 6. metrics.json, written last: its presence means the run finished.
         metrics = collect_metrics(cfg, record, model, splits)
         write_json_atomic(run_dir / METRICS_FILE, metrics)
         record.finish_stage("finished")
         return metrics
+
+
+def evaluate_and_save(model, test_ds, record: RunRecord) -> None:
+    """Load the best epoch's weights, test them once (``run.json`` keeps the result) and save model.keras."""
+    if (record.path / BEST_WEIGHTS).exists():
+        model.load_weights(record.path / BEST_WEIGHTS)
+    if not record.done("tested"):
+        test_loss, test_accuracy = model.evaluate(test_ds, verbose=0)
+        record.finish_stage("tested", test_loss=float(test_loss), test_accuracy=float(test_accuracy))
+    if not record.done("saved"):
+        save_model_atomic(model, record.path / MODEL_FILE)
+        record.finish_stage("saved")
 
 
 def already_finished(record: RunRecord) -> dict:

@@ -8,14 +8,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import QUIET, ROOT, TINY, compose_cfg, logged, run_script, train_tiny
+from conftest import QUIET, ROOT, TINY, compose_cfg, logged, run_script, train_command, train_tiny
 from mha_project.errors import UserError
 from mha_project.extras.run_record.record import differences, identity, open_run_dir
 
@@ -296,14 +295,7 @@ def test_overwrite_true_replaces_the_run(finished_run, tmp_path):
 @pytest.mark.slow
 def test_two_processes_on_one_run_dir(tmp_path):
     run_dir = tmp_path / "run"
-    args = [
-        sys.executable,
-        str(ROOT / "scripts" / "train.py"),
-        *FAST,
-        "epochs=2",
-        "data.limit=600",
-        f"hydra.run.dir={run_dir}",
-    ]
+    args = train_command(run_dir, *FAST, "epochs=2", "data.limit=600")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     first = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

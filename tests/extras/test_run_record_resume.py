@@ -4,12 +4,11 @@ import csv
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, ROOT, TINY, kill_when, poll, run_script, train_tiny
+from conftest import QUIET, ROOT, TINY, kill_when, poll, run_script, train_command, train_tiny
 from mha_project.extras.run_record.backup import backed_up_epochs
 
 RESUME = [
@@ -47,7 +46,7 @@ def sigkill_then_resume(tmp_path, overrides: list[str]) -> None:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
     def command(run_dir):
-        return [sys.executable, str(ROOT / "scripts" / "train.py"), *overrides, f"hydra.run.dir={run_dir}"]
+        return train_command(run_dir, *overrides)
 
     clean = subprocess.run(command(tmp_path / "clean"), cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert clean.returncode == 0, clean.stderr[-3000:]
@@ -155,16 +154,7 @@ def test_ctrl_c_or_sigterm_stops_a_run_in_one_line_and_the_command_it_prints_res
     import signal
 
     run_dir = tmp_path / "run"
-    command = [
-        sys.executable,
-        "scripts/train.py",
-        *TINY,
-        "epochs=6",
-        "trainer.early_stopping_patience=6",
-        "data.limit=600",
-        *QUIET,
-        f"hydra.run.dir={run_dir}",
-    ]
+    command = train_command(run_dir, *TINY, "epochs=6", "trainer.early_stopping_patience=6", "data.limit=600", *QUIET)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     for signum in (signal.SIGINT, signal.SIGTERM):
         before = backed_up_epochs(run_dir / "backup")  # the signal once this process has trained an epoch more

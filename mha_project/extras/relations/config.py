@@ -21,13 +21,15 @@ TEXT_WORDS = {"marker": 16, "successor": 16, "negation": 6}
 MAX_EXAMPLES = 10_000_000
 
 
+def _examples(v) -> bool:
+    return positive_int(v) and v <= MAX_EXAMPLES
+
+
 @dataclass
 class RelationsDataConfig(DataConfig):
     task: str = checked(lambda v: v in TASK_NAMES, one_of(TASK_NAMES))
-    examples: int = checked(lambda v: positive_int(v) and v <= MAX_EXAMPLES, f"an integer from 1 to {MAX_EXAMPLES}")
-    test_examples: int = checked(
-        lambda v: positive_int(v) and v <= MAX_EXAMPLES, f"an integer from 1 to {MAX_EXAMPLES}"
-    )
+    examples: int = checked(_examples, f"an integer from 1 to {MAX_EXAMPLES}")
+    test_examples: int = checked(_examples, f"an integer from 1 to {MAX_EXAMPLES}")
     model_setting: str = MISSING  # what data=relations set in the model, said in the run's first lines
 
     @staticmethod

@@ -28,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,8 +260,8 @@ def _clear(path: Path, created_ns: int) -> None:
             relative = file.relative_to(path).as_posix()
             if relative in (LOCK_FILE, "train.log", IDENTITY_FILE):
                 continue
-            st = file.lstat()
-            if own_file(relative) and file.is_file() and not file.is_symlink() and st.st_mtime_ns >= created_ns:
+            st = file.lstat()  # the entry itself: a link is no regular file, and is kept
+            if own_file(relative) and stat.S_ISREG(st.st_mode) and st.st_mtime_ns >= created_ns:
                 file.unlink()
             else:
                 kept.append(relative)
