@@ -84,6 +84,7 @@ IN_PROCESS_SCRIPTS = {
     "fill_mask.py",
     "head_patterns.py",
     "head_importance.py",
+    "head_patching.py",
     "sweep_report.py",
     "time_to_accuracy.py",
     "benchmark.py",

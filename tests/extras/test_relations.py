@@ -1,6 +1,7 @@
 """data=relations: seeded tasks a bag of words cannot do, learned in seconds, and head_patterns naming the head
 that reads each task's rule in a trained model."""
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from conftest import compose_cfg, load_splits
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError
-from mha_project.extras.relations.tasks import BAD, GOOD, NUMBERS, TASKS, generate
+from mha_project.extras.relations.tasks import BAD, GOOD, NUMBERS, TASKS, generate, patching_pairs
 
 
 def rule(task: str, text: str) -> int:
@@ -19,6 +20,8 @@ def rule(task: str, text: str) -> int:
     if task == "negation":
         good = next(w for w in words if w in GOOD + BAD) in GOOD
         return int(good != ("not" in words))
+    if task == "recall":  # the candidate is the value after the asked key's earlier occurrence
+        return int(words[words.index(words[-3]) + 1] == words[-1])
     at = words.index({"marker": "is", "successor": "then"}[task])
     before, after = NUMBERS.index(words[at - 1]), NUMBERS.index(words[at + 1])
     return int(after == before) if task == "marker" else int(after == (before + 1) % len(NUMBERS))
@@ -33,6 +36,16 @@ def test_each_task_labels_by_its_rule_balances_its_classes_and_repeats_with_its_
     again, _, _ = generate(task, 2000, 300, seed=1)
     other, _, _ = generate(task, 2000, 300, seed=2)
     assert again[0] == texts and other[0] != texts
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_patching_twin_differs_in_one_word_and_has_the_other_label(task):
+    clean, twins, labels, _ = patching_pairs(task, 400, seed=1)
+    for text, twin, label in zip(clean, twins, labels):
+        changed = [(a, b) for a, b in zip(text.split(), twin.split()) if a != b]
+        assert len(twin.split()) == len(text.split()) and len(changed) == 1, (text, twin)
+        assert rule(task, text) == label and rule(task, twin) == 1 - label, (text, twin)
+    assert 0.4 < np.mean(labels) < 0.6 and clean != generate(task, 400, 1, seed=1)[0][0]  # not the run's texts
 
 
 @pytest.mark.slow
@@ -141,7 +154,7 @@ def relation_runs(tmp_path_factory) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", list(TASKS))
+@pytest.mark.parametrize("task", list(SMALL))  # recall needs minutes: docs/seed_advice.md measures it
 def test_a_small_run_learns_the_task_and_head_patterns_names_the_head_that_reads_its_rule(relation_runs, task):
     from mha_project.extras.head_analysis.patterns import run_head_patterns
 
@@ -159,6 +172,38 @@ def test_a_small_run_learns_the_task_and_head_patterns_names_the_head_that_reads
         # what uniform attention would put there
         assert mass[named["layer"], named["head"]] == mass.max() >= 4 * relation["chance"]
     assert "layer 0 head" in (Path(run_dir) / "patterns" / "head_patterns.md").read_text()
+
+
+@pytest.mark.slow
+def test_patching_names_the_head_that_reads_the_rule_and_tensorboard_shows_when_it_formed(relation_runs):
+    from conftest import run_script
+
+    run_dir, metrics = relation_runs["successor"]
+    result = run_script("head_patching.py", str(run_dir), "--pairs", "100")
+    assert result.returncode == 0, result.stderr[-2000:]
+    saved = json.loads((Path(run_dir) / "head_patching" / "patching.json").read_text())
+    assert {"recovered", "top", "pairs", "metric", "layer_recovered"} <= set(saved) and saved["pairs"] == 100
+    assert np.array(saved["recovered"]).shape == (1, 2) and len(saved["layer_recovered"]) == 1
+    layer, head = saved["top"]
+    # the top head restores a share far from nothing, and the layer's heads together more than any one alone
+    assert saved["recovered"][layer][head] == np.nanmax(saved["recovered"]) >= 0.25
+    assert saved["layer_recovered"][0] >= max(0.5, saved["recovered"][layer][head])
+    # head_patterns names the same head for a relation of the rule
+    patterns = run_script("head_patterns.py", str(run_dir), "--json")
+    named = [r["head"] for r in json.loads(patterns.stdout)["relations"] if r["head"] is not None]
+    assert {"layer": layer, "head": head} in [{"layer": n["layer"], "head": n["head"]} for n in named], named
+    assert "| 0 | 1 |" in (Path(run_dir) / "head_patching" / "patching.md").read_text()
+    # the callback's line per head, one point per epoch, and the script's record beside them
+    import tensorflow as tf
+
+    steps = {}
+    for path in (Path(run_dir) / "tensorboard" / "analysis").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                steps.setdefault(value.tag, []).append(event.step)
+    epochs = len((Path(run_dir) / "history.csv").read_text().splitlines()) - 1
+    assert sorted(steps["head_patching/epoch/layer_0/head_1"]) == list(range(1, epochs + 1))
+    assert "head_patching/recovered/layer_0/head_0" in steps and "head_patching" in steps
 
 
 @pytest.mark.slow

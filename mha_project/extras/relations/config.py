@@ -12,11 +12,15 @@ from mha_project.errors import ConfigError
 PROBES = {
     "marker": ["one five two four is four six zero seven three", "one five two four is six six zero seven three"],
     "successor": ["six one zero two then three five seven four", "six one zero three then two five seven four"],
+    "recall": ["cat five dog one eel seven ant three dog is one", "cat five dog one eel seven ant three dog is five"],
     "negation": ["the soup was not really bad today", "the soup was also really bad today"],
 }
 TASK_NAMES = tuple(PROBES)
 # Per task, the words a text needs for its rule to be read wherever it stands (tasks.py): shorter is truncated.
-TEXT_WORDS = {"marker": 16, "successor": 16, "negation": 6}
+TEXT_WORDS = {"marker": 16, "successor": 16, "recall": 11, "negation": 6}
+# Per task, what configs/data/relations.yaml sets: recall learns after a plateau (more texts, no early stop in it).
+SETTINGS = {"examples": 20000, "epochs": 10, "patience": 2}
+TASK_SETTINGS = {"recall": {"examples": 100000, "epochs": 8, "patience": 8}}
 # Texts are generated in memory at once: past this a run would fail for memory, not teach anything more.
 MAX_EXAMPLES = 10_000_000
 
@@ -57,4 +61,7 @@ def per_head(width: int, heads: int) -> int:
 
 # Resolvers (OmegaConf's own mechanism for computed values) for configs/data/relations.yaml.
 OmegaConf.register_new_resolver("per_head", per_head, replace=True)
+OmegaConf.register_new_resolver(
+    "relations_setting", lambda task, key: TASK_SETTINGS.get(task, {}).get(key, SETTINGS[key]), replace=True
+)
 OmegaConf.register_new_resolver("relations_probes", lambda task: list(PROBES.get(task, [])), replace=True)

@@ -87,6 +87,36 @@ def negation(n: int, rng):
     return texts, labels
 
 
+KEYS = ("ant", "bee", "cat", "dog", "eel", "fox", "gnu", "hen")
+PAIRS = 4  # key-value pairs per recall text: each key and each value at most once
+
+
+def recall(n: int, rng):
+    """``recall`` (associative recall, the task of induction heads): ``PAIRS`` key-value pairs, then a key asked
+    for and a candidate value, ``cat five dog one eel seven ant three dog is one``; **yes** when the candidate
+    is the value that followed the asked key (``dog … one``), else **no** (the candidate is another of the
+    text's values).
+
+    Every key and value is as likely in both classes and so is every pair of neighbours (``is`` stands between
+    the asked key and the candidate, so ``dog one`` at the end never repeats a pair): a bag sees nothing. The
+    answer is two steps away from the candidate: which value follows the asked key is known only at the value's
+    position once it has read the word before it (a first layer), and only then can the candidate look it up
+    (a second)."""
+    keys = np.argsort(rng.random((n, len(KEYS))), axis=1)[:, :PAIRS]
+    values = np.argsort(rng.random((n, len(NUMBERS))), axis=1)[:, :PAIRS]
+    asked = rng.integers(0, PAIRS, size=n)
+    labels = rng.integers(0, 2, size=n)
+    # A wrong candidate: one of the other pairs' values, uniformly.
+    other = (asked + rng.integers(1, PAIRS, size=n)) % PAIRS
+    rows = np.arange(n)
+    candidate = values[rows, np.where(labels == 1, asked, other)]
+    texts = [
+        " ".join([w for k, v in zip(ks, vs) for w in (KEYS[k], NUMBERS[v])] + [KEYS[ks[a]], "is", NUMBERS[c]])
+        for ks, vs, a, c in zip(keys, values, asked, candidate)
+    ]
+    return texts, labels
+
+
 def marker_links(words: list[str]) -> dict:
     """The positions the marker tasks' rule relates: the marker and its two neighbours, each to each other
     (a model may read the relation at any of the three, or tag the neighbours by attending to the marker),
@@ -120,6 +150,20 @@ def negation_links(words: list[str]) -> dict:
     }
 
 
+def recall_links(words: list[str]) -> dict:
+    """The positions recall reads: each value to the key before it (the previous-token step), the candidate to
+    the asked key (two before it) and to the value of the asked key's earlier occurrence (the look-up)."""
+    if len(words) != 2 * PAIRS + 3:
+        return {}
+    candidate, asked = len(words) - 1, len(words) - 3
+    answer = words.index(words[asked]) + 1
+    return {
+        "each value, to the key before it": [(i, i - 1) for i in range(1, 2 * PAIRS, 2)],
+        "the candidate, to the asked key": [(candidate, asked)],
+        "the candidate, to the asked key's value": [(candidate, answer)],
+    }
+
+
 # name -> (generator, class names, links, probe texts that show the relation)
 TASKS = {
     "marker": (
@@ -134,6 +178,12 @@ TASKS = {
         marker_links,
         PROBES["successor"],
     ),
+    "recall": (
+        recall,
+        ("no", "yes"),
+        recall_links,
+        PROBES["recall"],
+    ),
     "negation": (
         negation,
         ("negative", "positive"),
@@ -141,6 +191,35 @@ TASKS = {
         PROBES["negation"],
     ),
 }
+
+
+def flipped(task: str, text: str, label: int) -> str:
+    """``text`` changed in the one word its rule reads so that its label flips (activation patching's corrupted
+    twin): the word after the marker, ``not`` or its stand-in, the candidate value."""
+    words = text.split()
+    if task == "negation":
+        at = next(i for i, w in enumerate(words) if w == "not" or w in NEUTRAL)
+        words[at] = NEUTRAL[0] if label == int(words[at + 2] in BAD) else "not"
+    elif task == "recall":
+        asked = words.index(words[-3])
+        values = words[1 : 2 * PAIRS : 2]
+        answer = words[asked + 1]
+        words[-1] = values[(values.index(answer) + 1) % PAIRS] if label else answer
+    else:
+        at = words.index("is" if task == "marker" else "then")
+        before = NUMBERS.index(words[at - 1])
+        related = before if task == "marker" else (before + 1) % len(NUMBERS)
+        words[at + 1] = NUMBERS[(related + 1) % len(NUMBERS)] if label else NUMBERS[related]
+    return " ".join(words)
+
+
+def patching_pairs(task: str, count: int, seed: int):
+    """``count`` texts of ``task`` (not a run's own: another stream of the seed), each with its twin whose label
+    is the other (:func:`flipped`), their labels, and how they were made."""
+    rng = np.random.default_rng([seed, list(TASKS).index(task), 1])
+    texts, labels = TASKS[task][0](count, rng)
+    twins = [flipped(task, text, label) for text, label in zip(texts, labels)]
+    return texts, twins, labels, f"{task} texts and their twins with the one word the rule reads changed"
 
 
 def generate(task: str, train_examples: int, test_examples: int, seed: int):
@@ -165,6 +244,10 @@ class RelationsData(TextData):
         if self.model_setting:  # data=relations changed the model too: a run says so before anything else
             log.info(f"data=relations sets the model it learns with: {self.model_setting}")
         return generate(self.task, self.examples, self.test_examples, seed)
+
+    def patching_pairs(self, count: int, seed: int):
+        """head_patching.py's clean/corrupted pairs: :func:`patching_pairs` of this task."""
+        return patching_pairs(self.task, count, seed)
 
     def relation_links(self):
         """``links(words) -> {relation: [(query position, key position), ...]}`` of this task's rule."""

@@ -1,0 +1,45 @@
+"""``callbacks.head_patching`` (on with ``data=relations``): activation patching of every head at every epoch's
+end, so TensorBoard shows in which epoch the head that does the work forms (one line per head)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from mha_project.data.pipeline import pad_batch
+from mha_project.data.vocabulary import read_vocabulary
+from mha_project.extras.head_analysis.patching import head_patching
+from mha_project.extras.relations.tasks import patching_pairs
+from mha_project.run_dir import ANALYSIS_TB, VOCAB_FILE
+
+
+class PatchingEveryEpoch(keras.callbacks.Callback):
+    """``head_patching/epoch/layer_<l>/head_<h>``: the share of the clean answer head ``h`` of layer ``l``
+    restores on ``pairs`` clean/corrupted pairs of ``task`` (:func:`~mha_project.extras.relations.tasks.flipped`),
+    written into ``RUN_DIR/tensorboard/analysis`` at step = epoch (the analysis run the Attention tab reads)."""
+
+    def __init__(self, task: str, seed: int, run_dir: str, pairs: int = 64):
+        super().__init__()
+        self.task, self.seed, self.run_dir, self.pairs = task, seed, Path(run_dir), pairs
+
+    def on_train_begin(self, logs=None):
+        # The run's own ids: vocab.txt is written before the fit, and a rule's texts hold its words only.
+        ids = {word: i for i, word in enumerate(read_vocabulary(self.run_dir / VOCAB_FILE))}
+        clean, corrupted, self.labels, _ = patching_pairs(self.task, self.pairs, self.seed)
+        encoded = pad_batch([np.array([ids.get(w, 1) for w in text.split()], "int32") for text in clean + corrupted])
+        self.clean, self.corrupted = encoded[: self.pairs], encoded[self.pairs :]
+        self.writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard" / ANALYSIS_TB))
+
+    def on_epoch_end(self, epoch, logs=None):
+        recovered = head_patching(self.model, self.clean, self.corrupted, self.labels)["recovered"]
+        with self.writer.as_default(step=epoch + 1):
+            for (layer, head), value in np.ndenumerate(recovered):
+                if not np.isnan(value):
+                    tf.summary.scalar(f"head_patching/epoch/layer_{layer}/head_{head}", value)
+        self.writer.flush()
+
+    def on_train_end(self, logs=None):
+        self.writer.close()
