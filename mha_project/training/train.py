@@ -109,8 +109,12 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
                          text_inputs=text_inputs)  # fmt: skip
         test_ds = batches(splits.test_texts, splits.test_labels, text_inputs=text_inputs)
         with strategy.scope():
-            if hasattr(model, "adapt"):  # what a part learns from the training data before the fit (a bag's ratios)
-                model.adapt(batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs))
+            if hasattr(model, "adapt"):  # what a part learns from the data before the fit (a bag's ratios, its C)
+                train_batches = batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs)
+                chosen = model.adapt(train_batches, val_ds, record.results.get("chosen"))
+                if chosen:  # recorded at once: a resumed run reads it back rather than choose again
+                    log.info(f"chosen on the validation split: {chosen}")
+                    record.finish_stage(record.stage, chosen=chosen)
             summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
             compile_model(model, cfg, plan.total_steps)
         write_text_atomic(run_dir / "model_summary.txt", summary)

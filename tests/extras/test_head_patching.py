@@ -1,11 +1,13 @@
 """Activation patching: a head's clean output put into the corrupted run, measured by the share of the answer it
 brings back; the identities any patching must keep, and the record a run's patching writes."""
 
+import json
+
 import keras
 import numpy as np
 import pytest
 
-from conftest import small_model
+from conftest import run_script, small_model
 from mha_project.extras.head_analysis.patching import clean_into, forward, head_patching, patched
 
 
@@ -67,3 +69,26 @@ def test_the_hook_leaves_the_model_as_it_was():
         zeroed = model(clean, training=False)
     assert np.abs(np.asarray(zeroed) - before).max() > 1e-4
     np.testing.assert_allclose(model.predict(clean, verbose=0), before, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_run_without_a_rule_is_patched_on_its_validation_texts_with_the_most_attended_word_replaced(tiny_run):
+    result = run_script("head_patching.py", str(tiny_run), "--pairs", "16")
+    assert result.returncode == 0, result.stderr[-2000:]
+    saved = json.loads((tiny_run / "head_patching" / "patching.json").read_text())
+    assert saved["pairs"] == 16 and "most-attended token" in saved["pairs_made"]
+    assert np.array(saved["recovered"]).shape == (1, 2) and saved["clean_metric"] != saved["corrupted_metric"]
+    assert (tiny_run / "head_patching" / "patching.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| layer | head | attention pattern |" in (tiny_run / "head_patching" / "patching.md").read_text()
+
+
+def test_the_default_corruption_replaces_every_occurrence_of_the_most_attended_token_only():
+    from mha_project.extras.head_analysis.patching import top_attended_corruption
+
+    model = tiny_model()
+    ids = np.array([[5, 7, 5, 9, 0, 0], [3, 4, 6, 8, 2, 11]], "int32")
+    corrupted = top_attended_corruption(model, ids)
+    for row, new in zip(ids, corrupted):
+        replaced = set(row[new != row])
+        assert len(replaced) == 1 and (new[row == replaced.pop()] == 1).all()
+        assert (new[row == 0] == 0).all()  # padding stays padding

@@ -491,3 +491,34 @@ def test_choosing_the_fit_on_validation_pairs_runs_by_seed_and_keeps_the_first_o
     (row,) = choose(runs)
     assert row["seeds"] == [1, 2] and row["fits"] == {gentle: pytest.approx(0.855), long: pytest.approx(0.745)}
     assert row["chosen"] == pytest.approx((0.79 + 0.90) / 2) and row["right"] == 1  # seed 1 chose wrong
+
+
+@pytest.mark.slow
+def test_an_auto_c_is_chosen_on_validation_recorded_and_read_back_rather_than_chosen_again(tmp_path, monkeypatch):
+    from mha_project.extras.ngrams import classifier
+
+    overrides = ("debug=tiny", "model=wide_deep", "model.ngram_branch.features=512", "model.ngram_branch.c=auto")
+    run_dir = tmp_path / "run"
+    metrics = train(compose_cfg(*overrides), run_dir)
+    chosen = metrics["chosen"]["ngram_c"]
+    assert chosen["grid"] == list(classifier.C_GRID) and len(chosen["val_accuracy"]) == 7
+    assert chosen["c"] == chosen["grid"][int(np.argmax(chosen["val_accuracy"]))]  # the first of the best
+    assert load_run(run_dir).model.get_layer("ngram_branch").c == chosen["c"]  # model.keras holds the C it trained
+    # A resumed run hands adapt what run.json recorded: the bag takes that C and nothing is fitted again.
+    monkeypatch.setattr(classifier, "choose_c", lambda *args: pytest.fail("chose again"))
+    cfg = compose_cfg(*overrides)
+    run = load_run(run_dir)
+    model = build_model(cfg, run.preprocessor.vectorizer.vocabulary_size(), 2)
+    splits = run.splits()
+    batches = run.batches(splits.train_texts, splits.train_labels)
+    again = model.adapt(batches, None, {"ngram_c": {**chosen, "c": 3.1623}})
+    assert model.ngram_branch.c == 3.1623 and again["ngram_c"]["c"] == 3.1623
+
+
+def test_a_c_that_is_neither_a_positive_number_nor_auto_is_refused_in_one_line():
+    from mha_project.config import validate_config
+    from mha_project.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^model.ngram_branch.c=often is invalid: must be a number > 0, or auto"):
+        validate_config(compose_cfg("model=wide_deep", "model.ngram_branch.c=often"))
+    validate_config(compose_cfg("model=wide_deep", "model.ngram_branch.c=auto"))

@@ -32,7 +32,10 @@ class NgramBranchConfig:
 class LinearBagConfig(NgramBranchConfig):
     """``NaiveBayesNgrams`` / ``TfidfNgrams``: a linear layer penalised as scikit-learn's LogisticRegression(C)."""
 
-    c: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
+    c: Any = checked(
+        lambda v: v == "auto" or (isinstance(v, (int, float)) and math.isfinite(v) and v > 0),
+        "a number > 0, or auto (chosen on the validation split)",
+    )
 
 
 @dataclass
