@@ -163,7 +163,8 @@ def choose_c(bag: LinearNgramLayer, batches, validation, objective: str) -> dict
     names = [f"c_{i}" for i in range(len(C_GRID))]
     ngrams = keras.Input(shape=(None, 2), dtype="int32", name="ngrams")
     activation = "softmax" if objective == "softmax" else "sigmoid"
-    grid = [type(bag).from_config({**bag.get_config(), "c": c, "name": f"bag_{name}"}) for c, name in zip(C_GRID, names)]
+    config = bag.get_config()
+    grid = [type(bag).from_config({**config, "c": c, "name": f"bag_{name}"}) for c, name in zip(C_GRID, names)]
     model = keras.Model(
         ngrams, {name: layers.Activation(activation, dtype="float32", name=name)(alone(ngrams))
                  for name, alone in zip(names, grid)},
