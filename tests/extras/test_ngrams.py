@@ -522,3 +522,23 @@ def test_a_c_that_is_neither_a_positive_number_nor_auto_is_refused_in_one_line()
     with pytest.raises(ConfigError, match=r"^model.ngram_branch.c=often is invalid: must be a number > 0, or auto"):
         validate_config(compose_cfg("model=wide_deep", "model.ngram_branch.c=often"))
     validate_config(compose_cfg("model=wide_deep", "model.ngram_branch.c=auto"))
+
+
+def test_an_auto_objective_is_a_softmax_for_two_classes_and_one_vs_rest_for_more_with_the_loss_to_match():
+    from mha_project.config import validate_config
+    from mha_project.errors import ConfigError
+    from mha_project.extras.ngrams.classifier import ObjectiveCrossentropy, OneVsRestCrossentropy
+
+    overrides = ("debug=tiny", "model=wide_deep", "model.ngram_branch.features=64", "model.objective=auto")
+    for classes, activation in ((2, "softmax"), (3, "sigmoid")):
+        model = build_model(compose_cfg(*overrides, "loss=objective"), 30, classes)
+        assert model.get_layer("probabilities").activation.__name__ == activation
+    y, two, three = np.array([1, 0]), np.array([[0.3, 0.7], [0.6, 0.4]]), np.array([[0.2, 0.7, 0.4], [0.5, 0.1, 0.3]])
+    expected = keras.losses.SparseCategoricalCrossentropy()(y, two)
+    np.testing.assert_allclose(ObjectiveCrossentropy()(y, two), expected, rtol=1e-6)
+    np.testing.assert_allclose(ObjectiveCrossentropy()(y, three), OneVsRestCrossentropy()(y, three), rtol=1e-6)
+    with pytest.raises(ConfigError, match=r"^model.objective=auto is invalid with loss=keras.losses"):
+        validate_config(compose_cfg("model=wide_deep", "model.objective=auto"))
+    with pytest.raises(ConfigError, match=r"^model.objective=softmax is invalid with loss=mha_project"):
+        validate_config(compose_cfg("model=wide_deep", "loss=objective"))
+    validate_config(compose_cfg("experiment=wide_deep"))  # the experiment's own pair

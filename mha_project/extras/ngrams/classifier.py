@@ -12,7 +12,7 @@ from keras import layers, ops
 from mha_project import PACKAGE
 from mha_project.config import POOLINGS
 from mha_project.extras.ngrams.layers import LinearNgramLayer, NgramLayer
-from mha_project.extras.ngrams.options import NGRAM_OBJECTIVES
+from mha_project.extras.ngrams.options import C_GRID, NGRAM_OBJECTIVES
 from mha_project.model.backbone import EncoderBackbone
 from mha_project.model.classifier import encoder_head
 
@@ -33,6 +33,28 @@ class OneVsRestCrossentropy(keras.losses.Loss):
         classes = ops.shape(y_pred)[-1]
         is_class = ops.one_hot(ops.cast(ops.reshape(y_true, (-1,)), "int32"), classes, dtype=y_pred.dtype)
         return ops.sum(ops.binary_crossentropy(is_class, y_pred), axis=-1)
+
+
+def objective_for(objective: str, num_classes: int) -> str:
+    """``auto``'s objective for ``num_classes``: one softmax for two classes, a sigmoid per class (the K binary
+    losses NB-LR trains) for more; any other objective as it is."""
+    if objective != "auto":
+        return objective
+    return "softmax" if num_classes == 2 else "one_vs_rest"
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ObjectiveCrossentropy(keras.losses.Loss):
+    """The loss of ``model.objective=auto`` (``loss=objective``): the softmax's cross-entropy for two classes,
+    :class:`OneVsRestCrossentropy` for more, as :func:`objective_for` builds the output it scores."""
+
+    def __init__(self, name="objective_crossentropy", reduction="sum_over_batch_size", dtype=None):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        if objective_for("auto", y_pred.shape[-1]) == "softmax":
+            return keras.losses.sparse_categorical_crossentropy(y_true, y_pred)
+        return OneVsRestCrossentropy().call(y_true, y_pred)
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -92,7 +114,7 @@ class WideAndDeepClassifier(keras.Model):
             )(encoder)
         bag = ngram_branch(ngrams)
         total = bag if encoder is None else layers.Add(dtype="float32", name="wide_and_deep")([encoder, bag])
-        activation = "softmax" if objective == "softmax" else "sigmoid"
+        activation = "softmax" if objective_for(objective, num_classes) == "softmax" else "sigmoid"
         probs = layers.Activation(activation, dtype="float32", name="probabilities")(total)
         kwargs.pop("dtype", None)  # its parts': a functional model drops it, and compile reads it (loss scaling)
         inputs = {"token_ids": token_ids, "ngrams": ngrams}
@@ -116,7 +138,9 @@ class WideAndDeepClassifier(keras.Model):
         bag.adapt(batches.as_numpy_iterator())
         if bag.c != "auto":
             return {}
-        chosen = (earlier or {}).get("ngram_c") or choose_c(bag, batches, validation, self.objective)
+        chosen = (earlier or {}).get("ngram_c") or choose_c(
+            bag, batches, validation, objective_for(self.objective, self.num_classes)
+        )
         bag.c = float(chosen["c"])
         return {"ngram_c": chosen}
 
@@ -148,8 +172,6 @@ class WideAndDeepClassifier(keras.Model):
         return cls(**config)
 
 
-# LogisticRegressionCV's Cs: log-spaced, over the three decades where the bags' best C has been on every dataset.
-C_GRID = tuple(float(c) for c in np.round(np.logspace(-2, 1, 7), 4))
 # The bag alone trains fast (linear, from zero): a few epochs at a high rate bring each C near its optimum.
 CHOICE_EPOCHS, CHOICE_LR = 2, 0.01
 

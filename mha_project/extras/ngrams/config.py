@@ -15,6 +15,7 @@ from mha_project.errors import ConfigError
 from mha_project.extras.ngrams.options import NGRAM_OBJECTIVES
 
 ONE_VS_REST_LOSS = "mha_project.extras.ngrams.classifier.OneVsRestCrossentropy"
+OBJECTIVE_LOSS = "mha_project.extras.ngrams.classifier.ObjectiveCrossentropy"
 
 
 @dataclass
@@ -68,11 +69,12 @@ class WideAndDeepConfig(ClassifierConfig):
                 f"optimizer state) would need about {need / 2**30:,.0f} GiB against this machine's "
                 f"{have / 2**30:,.0f} GiB; lower model.ngram_branch.features (default 1048576)"
             )
-        one_vs_rest_loss = cfg.loss.get("_target_") == ONE_VS_REST_LOSS
-        if (model.objective == "one_vs_rest") != one_vs_rest_loss:
+        loss = cfg.loss.get("_target_")
+        wanted = {"one_vs_rest": ONE_VS_REST_LOSS, "auto": OBJECTIVE_LOSS}.get(model.objective)
+        if wanted != loss and (wanted is not None or loss in (ONE_VS_REST_LOSS, OBJECTIVE_LOSS)):
             raise ConfigError(
-                f"model.objective={model.objective} is invalid with loss={cfg.loss.get('_target_')}: a sigmoid per "
-                "class trains with loss=one_vs_rest, one softmax with the cross-entropy (loss=cross_entropy)"
+                f"model.objective={model.objective} is invalid with loss={loss}: a sigmoid per class trains with "
+                "loss=one_vs_rest, one softmax with the cross-entropy (loss=cross_entropy), auto with loss=objective"
             )
 
 

@@ -4,4 +4,8 @@ this module is cheap (no Keras)."""
 NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch; bigram_alone: no encoder
 # model.ngram_weighting: a mean embedding (BagOfNgrams) | NBSVM (NaiveBayesNgrams) | TF-IDF (TfidfNgrams)
 NGRAM_WEIGHTINGS = ("none", "nb", "tfidf")
-NGRAM_OBJECTIVES = ("softmax", "one_vs_rest")  # model.objective; WideAndDeepClassifier(objective=)
+# model.objective; WideAndDeepClassifier(objective=); auto: softmax for two classes, one-vs-rest for more
+NGRAM_OBJECTIVES = ("softmax", "one_vs_rest", "auto")
+# model.ngram_branch.c=auto's grid, and benchmarks/anchors.py's for TF-IDF + LR and NB-LR (tuned against tuned):
+# LogisticRegressionCV's Cs, log-spaced over the three decades where the bags' best C has been on every dataset.
+C_GRID = (0.01, 0.0316, 0.1, 0.3162, 1.0, 3.1623, 10.0)
