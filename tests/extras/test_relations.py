@@ -202,7 +202,8 @@ def test_patching_names_the_head_that_reads_the_rule_and_tensorboard_shows_when_
             for value in event.summary.value:
                 steps.setdefault(value.tag, []).append(event.step)
     epochs = len((Path(run_dir) / "history.csv").read_text().splitlines()) - 1
-    assert sorted(steps["head_patching/epoch/layer_0/head_1"]) == list(range(1, epochs + 1))
+    recorded = sorted(steps["head_patching/epoch/layer_0/head_1"])  # from the epoch the model tells the twins apart
+    assert recorded == list(range(recorded[0], epochs + 1)) and recorded[0] <= 2
     assert "head_patching/recovered/layer_0/head_0" in steps and "head_patching" in steps
 
 

@@ -16,10 +16,15 @@ from mha_project.extras.relations.tasks import patching_pairs
 from mha_project.run_dir import ANALYSIS_TB, VOCAB_FILE
 
 
+# In log-probability units: below it, clean and corrupted runs score the pairs alike (a model at chance).
+MIN_GAP = 0.5
+
+
 class PatchingEveryEpoch(keras.callbacks.Callback):
     """``head_patching/epoch/layer_<l>/head_<h>``: the share of the clean answer head ``h`` of layer ``l``
     restores on ``pairs`` clean/corrupted pairs of ``task`` (:func:`~mha_project.extras.relations.tasks.flipped`),
-    written into ``RUN_DIR/tensorboard/analysis`` at step = epoch (the analysis run the Attention tab reads)."""
+    written into ``RUN_DIR/tensorboard/analysis`` at step = epoch (the analysis run the Attention tab reads), from
+    the first epoch whose model tells the clean texts from their twins (:data:`MIN_GAP`)."""
 
     def __init__(self, task: str, seed: int, run_dir: str, pairs: int = 64):
         super().__init__()
@@ -34,7 +39,10 @@ class PatchingEveryEpoch(keras.callbacks.Callback):
         self.writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard" / ANALYSIS_TB))
 
     def on_epoch_end(self, epoch, logs=None):
-        recovered = head_patching(self.model, self.clean, self.corrupted, self.labels)["recovered"]
+        result = head_patching(self.model, self.clean, self.corrupted, self.labels)
+        if result["clean_metric"] - result["corrupted_metric"] < MIN_GAP:
+            return  # the model does not tell a text from its twin yet: a share of nothing is noise, not a point
+        recovered = result["recovered"]
         with self.writer.as_default(step=epoch + 1):
             for (layer, head), value in np.ndenumerate(recovered):
                 if not np.isnan(value):
