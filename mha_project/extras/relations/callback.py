@@ -15,7 +15,6 @@ from mha_project.extras.head_analysis.patching import head_patching
 from mha_project.extras.relations.tasks import patching_pairs
 from mha_project.run_dir import ANALYSIS_TB, VOCAB_FILE
 
-
 # In log-probability units: below it, clean and corrupted runs score the pairs alike (a model at chance).
 MIN_GAP = 0.5
 
