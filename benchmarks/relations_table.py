@@ -27,7 +27,8 @@ def job_rows(sweep: Path):
         with open(job / "history.csv", newline="") as f:
             val = [float(r["val_accuracy"]) for r in csv.DictReader(f)]
         reached = next((i + 1 for i, v in enumerate(val) if v >= 0.95), None)
-        key = (cfg["model"]["num_layers"], cfg["data"]["task"], cfg["model"]["num_heads"], cfg["model"]["key_dim"])
+        backbone = cfg["model"]["backbone"]
+        key = (backbone["num_layers"], cfg["data"]["task"], backbone["num_heads"], backbone["key_dim"])
         yield key, metrics["test_accuracy"], val[1] if len(val) > 1 else val[0], reached, metrics["train_seconds"]
 
 

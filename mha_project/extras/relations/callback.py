@@ -9,8 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from mha_project.data.pipeline import pad_batch
-from mha_project.data.vocabulary import read_vocabulary
+from mha_project.data.vocabulary import ragged_ids, read_vocabulary, saved_vectorizer
 from mha_project.extras.head_analysis.patching import head_patching
 from mha_project.extras.relations.tasks import patching_pairs
 from mha_project.run_dir import ANALYSIS_TB, VOCAB_FILE
@@ -30,10 +29,11 @@ class PatchingEveryEpoch(keras.callbacks.Callback):
         self.task, self.seed, self.run_dir, self.pairs = task, seed, Path(run_dir), pairs
 
     def on_train_begin(self, logs=None):
-        # The run's own ids: vocab.txt is written before the fit, and a rule's texts hold its words only.
-        ids = {word: i for i, word in enumerate(read_vocabulary(self.run_dir / VOCAB_FILE))}
+        # The run's own ids: vocab.txt is written before the fit (a rule's texts are never truncated).
+        path = self.run_dir / VOCAB_FILE
+        vectorizer = saved_vectorizer(path, len(read_vocabulary(path)) + 2)  # + padding and [UNK]
         clean, corrupted, self.labels, _ = patching_pairs(self.task, self.pairs, self.seed)
-        encoded = pad_batch([np.array([ids.get(w, 1) for w in text.split()], "int32") for text in clean + corrupted])
+        encoded = ragged_ids(vectorizer, clean + corrupted).to_tensor().numpy()
         self.clean, self.corrupted = encoded[: self.pairs], encoded[self.pairs :]
         self.writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard" / ANALYSIS_TB))
 
