@@ -42,7 +42,7 @@ SHORTCUTS = {
 }
 TRUNCATIONS = ("head", "tail", "head_tail")  # data.truncation (data/pipeline.py)
 EMBEDDING_NORMS = ("layer_norm", "sqrt_dim", "none")  # model.backbone.embedding_norm
-POOLINGS = ("mean", "mean_max", "cls")  # model.pooling
+POOLINGS = ("mean", "mean_max", "cls", "last")  # model.pooling
 MONITORS = ("val_accuracy", "val_loss")  # trainer.monitor: what picks the best epoch (accuracy up, loss down)
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 BACKENDS = ("tensorflow", "jax")  # Keras backends this project trains on
@@ -126,6 +126,7 @@ class BackboneConfig:
     use_gate: bool = MISSING
     sliding_window: Optional[int] = checked(optional(positive_int), "null or an integer >= 1")
     norm_first: bool = MISSING
+    causal: bool = MISSING
     embedding_norm: str = checked(lambda v: v in EMBEDDING_NORMS, one_of(EMBEDDING_NORMS))
     cls_token: bool = MISSING
     local_conv: int = checked(lambda v: v >= 0, "an integer >= 0 (0: none)")

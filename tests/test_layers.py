@@ -107,6 +107,22 @@ def test_sliding_window_keeps_each_token_to_its_neighbours_and_the_gate_adds_a_p
     assert gated.count_params() - plain.count_params() == 8 * 2 * 4 + 2 * 4
 
 
+def test_a_causal_block_attends_to_earlier_tokens_only_and_the_last_pooling_reads_the_last_real_one():
+    from mha_project.model.poolings import LastTokenPooling
+
+    x = keras.random.normal((2, 6, 8), seed=3)
+    causal = EncoderBlock(num_heads=2, key_dim=4, ff_dim=8, causal=True)
+    out, scores = causal(x, return_attention_scores=True)
+    later = np.arange(6)[None, :] > np.arange(6)[:, None]
+    assert np.all(np.asarray(scores)[..., later] == 0) and np.all(np.asarray(scores)[..., ~later] > 0)
+    # a token's output does not change with what comes after it
+    changed = np.asarray(x).copy()
+    changed[:, 4:] = 0.5
+    np.testing.assert_allclose(np.asarray(causal(changed))[:, :4], np.asarray(out)[:, :4], atol=1e-5)
+    mask = np.array([[True] * 4 + [False] * 2, [True] * 6])
+    np.testing.assert_allclose(LastTokenPooling()(x, mask=mask), np.asarray(x)[[0, 1], [3, 5]], atol=1e-6)
+
+
 @pytest.mark.parametrize("attention_dropout, expected", [(None, 0.3), (0.0, 0.0), (0.1, 0.1)])
 def test_attention_dropout_defaults_to_dropout(attention_dropout, expected):
     block = EncoderBlock(num_heads=2, key_dim=4, ff_dim=8, dropout=0.3, attention_dropout=attention_dropout)
@@ -128,7 +144,7 @@ def test_model_round_trips_through_keras_file(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pooling", ["mean_max", "cls"])
+@pytest.mark.parametrize("pooling", ["mean_max", "cls", "last"])
 def test_other_poolings_round_trip_and_ignore_padding(tmp_path, pooling):
     keras.utils.set_random_seed(4)
     model = layer_model(20, 2, pooling=pooling)
@@ -263,9 +279,9 @@ class KerasLayerChecks(TestCase):
         )
 
     def test_pooling_layers(self):
-        from mha_project.model.poolings import FirstTokenPooling, MaskedMaxPooling
+        from mha_project.model.poolings import FirstTokenPooling, LastTokenPooling, MaskedMaxPooling
 
-        for pooling in (MaskedMeanPooling, MaskedMaxPooling, FirstTokenPooling):
+        for pooling in (MaskedMeanPooling, MaskedMaxPooling, FirstTokenPooling, LastTokenPooling):
             self.run_layer_test(
                 pooling, init_kwargs={}, input_shape=(2, 5, 3), expected_output_shape=(2, 3), supports_masking=True
             )

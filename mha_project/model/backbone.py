@@ -53,6 +53,7 @@ class EncoderBackbone(keras.Model):
         use_gate: bool = False,
         sliding_window: int | None = None,
         norm_first: bool = False,
+        causal: bool = False,
         embedding_norm: str = "layer_norm",
         cls_token: bool = False,
         local_conv: int = 0,
@@ -85,6 +86,7 @@ class EncoderBackbone(keras.Model):
             use_gate=use_gate,
             sliding_window=sliding_window,
             norm_first=norm_first,
+            causal=causal,
         )
         self.blocks = [self.block_class(**block, dtype=dtype, name=f"encoder_{i}") for i in range(num_layers)]
         norm = layers.LayerNormalization(epsilon=1e-6, dtype=dtype, name="final_norm") if norm_first else None

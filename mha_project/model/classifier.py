@@ -8,7 +8,7 @@ from keras import layers
 from mha_project import PACKAGE
 from mha_project.config import POOLINGS
 from mha_project.model.backbone import EncoderBackbone, encoder_blocks
-from mha_project.model.poolings import FirstTokenPooling, MaskedMaxPooling, MaskedMeanPooling
+from mha_project.model.poolings import FirstTokenPooling, LastTokenPooling, MaskedMaxPooling, MaskedMeanPooling
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
@@ -16,7 +16,8 @@ class TextClassifier(keras.Model):
     """Class probabilities from a backbone's token vectors (keras-hub's task pattern: ``backbone=``).
 
     ``pooling``: ``mean`` over real tokens (padding excluded), ``cls`` (the backbone's ``[CLS]`` vector;
-    build the backbone with ``cls_token=True``), or ``mean_max`` (mean and max concatenated).
+    build the backbone with ``cls_token=True``), ``mean_max`` (mean and max concatenated), or ``last`` (the last
+    real token's vector: what a causal backbone has read the whole text at).
 
     Example:
     >>> backbone = EncoderBackbone(vocab_size=50, max_len=8, embed_dim=8, num_layers=1, num_heads=2,
@@ -60,6 +61,8 @@ def encoder_head(backbone, token_ids, num_classes: int, pooling: str, dropout: f
     x = backbone(token_ids)
     if pooling == "cls":
         pooled = FirstTokenPooling(dtype=dtype, name="cls_pool")(x)
+    elif pooling == "last":
+        pooled = LastTokenPooling(dtype=dtype, name="last_pool")(x)
     else:
         pooled = MaskedMeanPooling(dtype=dtype, name="masked_mean_pool")(x)
     if pooling == "mean_max":

@@ -203,6 +203,7 @@ class EncoderBlock(layers.Layer):
         use_gate: gate each head's output with a sigmoid of a projection of the query (Keras's gated attention).
         sliding_window: each token attends only to tokens fewer than this many positions away; ``None``: all.
         norm_first: pre-norm instead of post-norm.
+        causal: each token attends only to itself and the tokens before it (a decoder's mask).
         layer_norm_epsilon: epsilon of both LayerNormalizations.
 
     ``attention_class`` is the layer each block builds: ``keras.layers.MultiHeadAttention``; a subclass may
@@ -236,9 +237,11 @@ class EncoderBlock(layers.Layer):
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         attention_dropout: float | None = None,
+        causal: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.causal = causal
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim
@@ -305,6 +308,7 @@ class EncoderBlock(layers.Layer):
             attention_mask=attention_mask,
             training=training,
             return_attention_scores=return_attention_scores,
+            use_causal_mask=self.causal,
         )
         x, scores = attended if return_attention_scores else (attended, None)
         x = residual + self.attention_output_dropout(x, training=training)
@@ -352,6 +356,7 @@ class EncoderBlock(layers.Layer):
             norm_first=self.norm_first,
             layer_norm_epsilon=self.layer_norm_epsilon,
             attention_dropout=self.attention_dropout,
+            causal=self.causal,
         )
         return config
 

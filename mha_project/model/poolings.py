@@ -70,6 +70,24 @@ class MaskedMaxPooling(_MaskedPooling):
 
 
 @keras.saving.register_keras_serializable(package=PACKAGE)
+class LastTokenPooling(_MaskedPooling):
+    """The vector at each text's last real token (padding is on the right): with a causal encoder
+    (``model.backbone.causal``) the one position that has read the whole text.
+
+    Example:
+    >>> x = ops.convert_to_tensor([[[1.0], [3.0], [100.0]]])
+    >>> float(LastTokenPooling()(x, mask=ops.convert_to_tensor([[True, True, False]]))[0, 0])
+    3.0
+    """
+
+    def call(self, inputs, mask=None):
+        if mask is None:
+            return inputs[:, -1, :]
+        last = ops.maximum(ops.sum(ops.cast(mask, "int32"), axis=1) - 1, 0)
+        return ops.take_along_axis(inputs, last[:, None, None], axis=1)[:, 0, :]
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
 class FirstTokenPooling(_MaskedPooling):
     """The vector at position 0 (the ``[CLS]`` token): the classifier then sees only what attention
     gathered there, so the [CLS] row of each head shows which words the decision rests on."""
