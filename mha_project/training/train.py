@@ -110,11 +110,7 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
         test_ds = batches(splits.test_texts, splits.test_labels, text_inputs=text_inputs)
         with strategy.scope():
             if hasattr(model, "adapt"):  # what a part learns from the data before the fit (a bag's ratios, its C)
-                train_batches = batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs)
-                chosen = model.adapt(train_batches, val_ds, record.results.get("chosen"))
-                if chosen:  # recorded at once: a resumed run reads it back rather than choose again
-                    log.info(f"chosen on the validation split: {chosen}")
-                    record.finish_stage(record.stage, chosen=chosen)
+                adapt(model, batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs), val_ds, record)
             summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
             compile_model(model, cfg, plan.total_steps)
         write_text_atomic(run_dir / "model_summary.txt", summary)
@@ -136,6 +132,15 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
         write_json_atomic(run_dir / METRICS_FILE, metrics)
         record.finish_stage("finished")
         return metrics
+
+
+def adapt(model, train_batches, val_ds, record: RunRecord) -> None:
+    """``model.adapt``; what it chose on the validation split is recorded at once, so that a resumed run hands it
+    back (``earlier``) rather than choose again."""
+    chosen = model.adapt(train_batches, val_ds, record.results.get("chosen"))
+    if chosen:
+        log.info(f"chosen on the validation split: {chosen}")
+        record.finish_stage(record.stage, chosen=chosen)
 
 
 def evaluate_and_save(model, test_ds, record: RunRecord) -> None:
