@@ -20,8 +20,8 @@ def rule(task: str, text: str) -> int:
     if task == "negation":
         good = next(w for w in words if w in GOOD + BAD) in GOOD
         return int(good != ("not" in words))
-    if task == "recall":  # the candidate is the value after the asked key's earlier occurrence
-        return int(words[words.index(words[-3]) + 1] == words[-1])
+    if task == "recall":  # odd: the value after the asked key's earlier occurrence
+        return NUMBERS.index(words[words.index(words[-1]) + 1]) % 2
     at = words.index({"marker": "is", "successor": "then"}[task])
     before, after = NUMBERS.index(words[at - 1]), NUMBERS.index(words[at + 1])
     return int(after == before) if task == "marker" else int(after == (before + 1) % len(NUMBERS))
@@ -39,11 +39,15 @@ def test_each_task_labels_by_its_rule_balances_its_classes_and_repeats_with_its_
 
 
 @pytest.mark.parametrize("task", list(TASKS))
-def test_a_patching_twin_differs_in_one_word_and_has_the_other_label(task):
+def test_a_patching_twin_differs_where_the_rule_reads_and_has_the_other_label(task):
     clean, twins, labels, _ = patching_pairs(task, 400, seed=1)
     for text, twin, label in zip(clean, twins, labels):
         changed = [(a, b) for a, b in zip(text.split(), twin.split()) if a != b]
-        assert len(twin.split()) == len(text.split()) and len(changed) == 1, (text, twin)
+        assert len(twin.split()) == len(text.split()), (text, twin)
+        if task == "recall":  # two keys trade places: the same words, another key before the asked value
+            assert len(changed) == 2 and sorted(text.split()) == sorted(twin.split()), (text, twin)
+        else:
+            assert len(changed) == 1, (text, twin)
         assert rule(task, text) == label and rule(task, twin) == 1 - label, (text, twin)
     assert 0.4 < np.mean(labels) < 0.6 and clean != generate(task, 400, 1, seed=1)[0][0]  # not the run's texts
 
@@ -130,6 +134,7 @@ SMALL = {
     "marker": ["data.examples=12000", "epochs=3"],
     "successor": ["data.examples=12000", "epochs=5"],
     "negation": ["data.examples=2000", "epochs=2"],
+    "recall": ["data.examples=40000", "epochs=1", "layers=2"],  # two layers compose within 600 steps of 64 texts
 }
 
 
@@ -154,7 +159,7 @@ def relation_runs(tmp_path_factory) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", list(SMALL))  # recall needs minutes: docs/seed_advice.md measures it
+@pytest.mark.parametrize("task", list(SMALL))
 def test_a_small_run_learns_the_task_and_head_patterns_names_the_head_that_reads_its_rule(relation_runs, task):
     from mha_project.extras.head_analysis.patterns import run_head_patterns
 
@@ -193,7 +198,8 @@ def test_patching_names_the_head_that_reads_the_rule_and_tensorboard_shows_when_
     named = [r["head"] for r in json.loads(patterns.stdout)["relations"] if r["head"] is not None]
     assert {"layer": layer, "head": head} in [{"layer": n["layer"], "head": n["head"]} for n in named], named
     assert "| 0 | 1 |" in (Path(run_dir) / "head_patching" / "patching.md").read_text()
-    # the callback's line per head, one point per epoch, and the script's record beside them
+    # the callback's line per head, a point every 100 optimizer steps from the first where the model tells the
+    # twins apart, and the script's record beside them
     import tensorflow as tf
 
     steps = {}
@@ -202,22 +208,39 @@ def test_patching_names_the_head_that_reads_the_rule_and_tensorboard_shows_when_
             for value in event.summary.value:
                 steps.setdefault(value.tag, []).append(event.step)
     val = [float(row.split(",")[4]) for row in (Path(run_dir) / "history.csv").read_text().splitlines()[1:]]
-    learned = next(epoch for epoch, accuracy in enumerate(val, 1) if accuracy >= 0.9)
-    recorded = sorted(steps["head_patching/epoch/layer_0/head_1"])  # from the epoch the model tells the twins apart
-    assert recorded == list(range(recorded[0], len(val) + 1)) and recorded[0] <= learned
+    per_epoch = -(-int(0.9 * 12000) // 64)  # the successor run's training texts (SMALL) in batches of 64
+    learned = per_epoch * next(epoch for epoch, accuracy in enumerate(val, 1) if accuracy >= 0.9)
+    recorded = sorted(steps["head_patching/training/layer_0/head_1"])
+    assert recorded == list(range(recorded[0], recorded[-1] + 1, 100)) and recorded[0] <= learned, recorded
+    assert recorded[-1] > len(val) * per_epoch - 100
     assert "head_patching/recovered/layer_0/head_0" in steps and "head_patching" in steps
     # the callback's pairs are the run's own token ids of the task's texts and twins
     from mha_project.extras.analysis.runs import load_run
-    from mha_project.extras.relations.callback import PatchingEveryEpoch
+    from mha_project.extras.relations.callback import PatchingDuringTraining
     from mha_project.extras.relations.tasks import patching_pairs
 
-    callback = PatchingEveryEpoch("successor", 1, str(run_dir), pairs=8)
+    callback = PatchingDuringTraining("successor", 1, str(run_dir), pairs=8)
     callback.on_train_begin()
     clean, twins, _, _ = patching_pairs("successor", 8, 1)
     run = load_run(run_dir)
     np.testing.assert_array_equal(callback.clean, run.token_ids(clean))
     np.testing.assert_array_equal(callback.corrupted, run.token_ids(twins))
     callback.on_train_end()
+
+
+@pytest.mark.slow
+def test_patching_a_recall_run_names_a_previous_token_head_in_layer_0_and_the_reading_head_in_layer_1(relation_runs):
+    from mha_project.extras.head_analysis.patching import run_head_patching
+    from mha_project.extras.head_analysis.patterns import run_head_patterns
+
+    run_dir, _ = relation_runs["recall"]
+    recovered = np.array(run_head_patching(run_dir, pairs=100, out=Path(run_dir) / "patching")["recovered"])
+    labels = {(h["layer"], h["head"]): h["label"] for h in run_head_patterns(run_dir, num_texts=200)["heads"]}
+    # the look-up is one head of the second layer, reading from the last word ...
+    assert recovered.shape == (2, 2) and recovered[1].max() == recovered.max() >= 0.8, recovered
+    # ... fed by a first-layer head that reads the word before each word: which key a value follows
+    reader = int(np.argmax(recovered[0]))
+    assert recovered[0, reader] >= 0.2 and labels[(0, reader)] == "previous-token", (recovered, labels)
 
 
 @pytest.mark.slow

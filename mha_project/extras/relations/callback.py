@@ -1,5 +1,6 @@
-"""``callbacks.head_patching`` (on with ``data=relations``): activation patching of every head at every epoch's
-end, so TensorBoard shows in which epoch the head that does the work forms (one line per head)."""
+"""``callbacks.head_patching`` (on with ``data=relations``): activation patching of every head every few
+training steps, so TensorBoard shows when the head that does the work forms (one line per head): a phase
+change can happen inside one epoch."""
 
 from __future__ import annotations
 
@@ -18,15 +19,17 @@ from mha_project.run_dir import ANALYSIS_TB, VOCAB_FILE
 MIN_GAP = 0.5
 
 
-class PatchingEveryEpoch(keras.callbacks.Callback):
-    """``head_patching/epoch/layer_<l>/head_<h>``: the share of the clean answer head ``h`` of layer ``l``
+class PatchingDuringTraining(keras.callbacks.Callback):
+    """``head_patching/training/layer_<l>/head_<h>``: the share of the clean answer head ``h`` of layer ``l``
     restores on ``pairs`` clean/corrupted pairs of ``task`` (:func:`~mha_project.extras.relations.tasks.flipped`),
-    written into ``RUN_DIR/tensorboard/analysis`` at step = epoch (the analysis run the Attention tab reads), from
-    the first epoch whose model tells the clean texts from their twins (:data:`MIN_GAP`)."""
+    every ``every_steps`` optimizer steps, written into ``RUN_DIR/tensorboard/analysis`` at that step (the analysis
+    run the Attention tab reads), from the first time the model tells the clean texts from their twins
+    (:data:`MIN_GAP`)."""
 
-    def __init__(self, task: str, seed: int, run_dir: str, pairs: int = 64):
+    def __init__(self, task: str, seed: int, run_dir: str, pairs: int = 64, every_steps: int = 100):
         super().__init__()
         self.task, self.seed, self.run_dir, self.pairs = task, seed, Path(run_dir), pairs
+        self.every_steps = every_steps
 
     def on_train_begin(self, logs=None):
         # The run's own ids: vocab.txt is written before the fit (a rule's texts are never truncated).
@@ -37,15 +40,18 @@ class PatchingEveryEpoch(keras.callbacks.Callback):
         self.clean, self.corrupted = encoded[: self.pairs], encoded[self.pairs :]
         self.writer = tf.summary.create_file_writer(str(self.run_dir / "tensorboard" / ANALYSIS_TB))
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_train_batch_end(self, batch, logs=None):
+        # The optimizer's count, not the batch index: it goes on across epochs and a resumed run.
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every_steps:
+            return
         result = head_patching(self.model, self.clean, self.corrupted, self.labels)
         if result["clean_metric"] - result["corrupted_metric"] < MIN_GAP:
             return  # the model does not tell a text from its twin yet: a share of nothing is noise, not a point
-        recovered = result["recovered"]
-        with self.writer.as_default(step=epoch + 1):
-            for (layer, head), value in np.ndenumerate(recovered):
+        with self.writer.as_default(step=step):
+            for (layer, head), value in np.ndenumerate(result["recovered"]):
                 if not np.isnan(value):
-                    tf.summary.scalar(f"head_patching/epoch/layer_{layer}/head_{head}", value)
+                    tf.summary.scalar(f"head_patching/training/layer_{layer}/head_{head}", value)
         self.writer.flush()
 
     def on_train_end(self, logs=None):

@@ -12,15 +12,17 @@ from mha_project.errors import ConfigError
 PROBES = {
     "marker": ["one five two four is four six zero seven three", "one five two four is six six zero seven three"],
     "successor": ["six one zero two then three five seven four", "six one zero three then two five seven four"],
-    "recall": ["cat five dog one eel seven ant three dog is one", "cat five dog one eel seven ant three dog is five"],
+    "recall": ["cat five and dog two eel seven and ant four dog", "dog five and cat two eel seven and ant four dog"],
     "negation": ["the soup was not really bad today", "the soup was also really bad today"],
 }
 TASK_NAMES = tuple(PROBES)
 # Per task, the words a text needs for its rule to be read wherever it stands (tasks.py): shorter is truncated.
-TEXT_WORDS = {"marker": 16, "successor": 16, "recall": 11, "negation": 6}
-# Per task, what configs/data/relations.yaml sets: recall learns after a plateau (more texts, no early stop in it).
-SETTINGS = {"examples": 20000, "epochs": 10, "patience": 2}
-TASK_SETTINGS = {"recall": {"examples": 100000, "epochs": 8, "patience": 8}}
+TEXT_WORDS = {"marker": 16, "successor": 16, "recall": 16, "negation": 6}
+# Per task, what configs/data/relations.yaml sets: recall learns after a plateau (more texts, no early stop in it)
+# and is read from its last word by a causal encoder: one layer cannot look up a value there (with pooling over
+# every word it can), and a key cannot read the value after it (the look-up must go through the previous word).
+SETTINGS = {"examples": 20000, "epochs": 10, "patience": 2, "pooling": "mean_max", "causal": False}
+TASK_SETTINGS = {"recall": {"examples": 100000, "epochs": 6, "patience": 3, "pooling": "last", "causal": True}}
 # Texts are generated in memory at once: past this a run would fail for memory, not teach anything more.
 MAX_EXAMPLES = 10_000_000
 

@@ -89,30 +89,32 @@ def negation(n: int, rng):
 
 KEYS = ("ant", "bee", "cat", "dog", "eel", "fox", "gnu", "hen")
 PAIRS = 4  # key-value pairs per recall text: each key and each value at most once
+EVEN, ODD = NUMBERS[0::2], NUMBERS[1::2]
+FILLERS = 7  # ``and``s at most per recall text: 16 words at most
 
 
 def recall(n: int, rng):
-    """``recall`` (associative recall, the task of induction heads): ``PAIRS`` key-value pairs, then a key asked
-    for and a candidate value, ``cat five dog one eel seven ant three dog is one``; **yes** when the candidate
-    is the value that followed the asked key (``dog … one``), else **no** (the candidate is another of the
-    text's values).
+    """``recall`` (associative recall, the task of induction heads): ``PAIRS`` key-value pairs with a few ``and``
+    between them, then one of the keys again, ``cat five and dog two eel seven and and ant four dog``; the label
+    is whether the value that followed the asked key's earlier occurrence (``dog two``) is **even** or **odd**.
 
-    Every key and value is as likely in both classes and so is every pair of neighbours (``is`` stands between
-    the asked key and the candidate, so ``dog one`` at the end never repeats a pair): a bag sees nothing. The
-    answer is two steps away from the candidate: which value follows the asked key is known only at the value's
-    position once it has read the word before it (a first layer), and only then can the candidate look it up
-    (a second)."""
+    Every text holds two even and two odd values and every key once more: a bag of words sees nothing. The
+    answer is two steps away from the last word: which value follows the asked key is known only at the value's
+    position once it has read the word before it (a first layer), and only then can the last word look it up
+    (a second). Read from the last word alone (``model.pooling=last``), one layer stays at chance; the ``and``s
+    (0 to ``FILLERS`` in all, anywhere between the pairs) keep it from reading each value by its distance."""
     keys = np.argsort(rng.random((n, len(KEYS))), axis=1)[:, :PAIRS]
-    values = np.argsort(rng.random((n, len(NUMBERS))), axis=1)[:, :PAIRS]
+    halves = PAIRS // 2
+    even = np.argsort(rng.random((n, len(EVEN))), axis=1)[:, :halves] * 2
+    odd = np.argsort(rng.random((n, len(ODD))), axis=1)[:, :halves] * 2 + 1
+    values = np.concatenate([even, odd], axis=1)
+    values = np.take_along_axis(values, np.argsort(rng.random((n, PAIRS)), axis=1), axis=1)
     asked = rng.integers(0, PAIRS, size=n)
-    labels = rng.integers(0, 2, size=n)
-    # A wrong candidate: one of the other pairs' values, uniformly.
-    other = (asked + rng.integers(1, PAIRS, size=n)) % PAIRS
-    rows = np.arange(n)
-    candidate = values[rows, np.where(labels == 1, asked, other)]
+    labels = values[np.arange(n), asked] % 2
+    gaps = [rng.multinomial(f, [1 / PAIRS] * PAIRS) for f in rng.integers(0, FILLERS + 1, size=n)]
     texts = [
-        " ".join([w for k, v in zip(ks, vs) for w in (KEYS[k], NUMBERS[v])] + [KEYS[ks[a]], "is", NUMBERS[c]])
-        for ks, vs, a, c in zip(keys, values, asked, candidate)
+        " ".join([w for k, v, g in zip(ks, vs, gap) for w in (KEYS[k], NUMBERS[v], *["and"] * g)] + [KEYS[ks[a]]])
+        for ks, vs, a, gap in zip(keys, values, asked, gaps)
     ]
     return texts, labels
 
@@ -151,16 +153,14 @@ def negation_links(words: list[str]) -> dict:
 
 
 def recall_links(words: list[str]) -> dict:
-    """The positions recall reads: each value to the key before it (the previous-token step), the candidate to
-    the asked key (two before it) and to the value of the asked key's earlier occurrence (the look-up)."""
-    if len(words) != 2 * PAIRS + 3:
+    """The positions recall reads: each value to the key before it (the previous-token step) and the asked key
+    at the end to the value after its first occurrence (the look-up)."""
+    if len(words) < 2 * PAIRS + 1 or words[-1] not in KEYS:
         return {}
-    candidate, asked = len(words) - 1, len(words) - 3
-    answer = words.index(words[asked]) + 1
+    values = [i for i, w in enumerate(words) if w in NUMBERS]
     return {
-        "each value, to the key before it": [(i, i - 1) for i in range(1, 2 * PAIRS, 2)],
-        "the candidate, to the asked key": [(candidate, asked)],
-        "the candidate, to the asked key's value": [(candidate, answer)],
+        "each value, to the key before it": [(i, i - 1) for i in values],
+        "the asked key, to the value after its first occurrence": [(len(words) - 1, words.index(words[-1]) + 1)],
     }
 
 
@@ -180,7 +180,7 @@ TASKS = {
     ),
     "recall": (
         recall,
-        ("no", "yes"),
+        ("even", "odd"),
         recall_links,
         PROBES["recall"],
     ),
@@ -195,16 +195,15 @@ TASKS = {
 
 def flipped(task: str, text: str, label: int) -> str:
     """``text`` changed in the one word its rule reads so that its label flips (activation patching's corrupted
-    twin): the word after the marker, ``not`` or its stand-in, the candidate value."""
+    twin): the word after the marker, ``not`` or its stand-in, which key stands before the asked value."""
     words = text.split()
     if task == "negation":
         at = next(i for i, w in enumerate(words) if w == "not" or w in NEUTRAL)
         words[at] = NEUTRAL[0] if label == int(words[at + 2] in BAD) else "not"
-    elif task == "recall":
-        asked = words.index(words[-3])
-        values = words[1 : 2 * PAIRS : 2]
-        answer = words[asked + 1]
-        words[-1] = values[(values.index(answer) + 1) % PAIRS] if label else answer
+    elif task == "recall":  # the asked key trades places with a key whose value is of the other kind
+        asked = words.index(words[-1])
+        other = next(i for i, w in enumerate(words[:-1]) if w in KEYS and NUMBERS.index(words[i + 1]) % 2 != label)
+        words[asked], words[other] = words[other], words[asked]
     else:
         at = words.index("is" if task == "marker" else "then")
         before = NUMBERS.index(words[at - 1])
