@@ -9,6 +9,8 @@ TensorBoard tags (documented in the README):
 ``attention_entropy/layer_{l}/head_{h}`` (scalar, nats),
 ``attention_normalized_entropy/layer_{l}/head_{h}`` (scalar, entropy / log n: 1 = uniform),
 ``attention_probe/{k}`` (text), and each probe's weights for the Attention tab (``attention_weights/...``).
+:func:`write_chosen` adds what a part chose on the validation split before the fit: ``chosen/{name}`` and
+``chosen/{name}/val_accuracy/c={c}``, one scalar per value tried (step 0).
 
 """
 
@@ -132,3 +134,15 @@ class AttentionLogger(keras.callbacks.Callback):
             classify=self.classify,
             run_label=self.run_label,
         )
+
+
+def write_chosen(log_dir: Path, chosen: dict) -> None:
+    """What ``model.adapt`` chose before the fit (``{name: {"c", "grid", "val_accuracy"}}``), at step 0: the value
+    chosen and the validation accuracy of each value tried, one scalar each, so the Scalars tab lists them."""
+    writer = tf.summary.create_file_writer(str(log_dir))
+    with writer.as_default(step=0):
+        for name, choice in chosen.items():
+            tf.summary.scalar(f"chosen/{name}", choice["c"])
+            for value, accuracy in zip(choice["grid"], choice["val_accuracy"]):
+                tf.summary.scalar(f"chosen/{name}/val_accuracy/c={value:g}", accuracy)
+    writer.close()

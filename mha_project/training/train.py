@@ -35,7 +35,7 @@ from mha_project.errors import ConfigError, UserError
 from mha_project.model.backbone import encoder_blocks
 from mha_project.model.classifier import model_summary, uncompiled_copy
 from mha_project.run_dir import METRICS_FILE, MODEL_FILE, VOCAB_FILE, RunRecord, new_run
-from mha_project.training.callbacks import tensorboard_callbacks
+from mha_project.training.callbacks import tensorboard_callbacks, write_chosen
 from mha_project.training.fit import (
     BestWeights,
     FitPlan,
@@ -110,7 +110,8 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
         test_ds = batches(splits.test_texts, splits.test_labels, text_inputs=text_inputs)
         with strategy.scope():
             if hasattr(model, "adapt"):  # what a part learns from the data before the fit (a bag's ratios, its C)
-                adapt(model, batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs), val_ds, record)
+                adapt(model, batches(splits.train_texts, splits.train_labels, text_inputs=text_inputs), val_ds, record,
+                      run_dir / "tensorboard" if cfg.logger.tensorboard else None)  # fmt: skip
             summary = model_summary(model)  # before compile: the model's parameters, not the optimizer's
             compile_model(model, cfg, plan.total_steps)
         write_text_atomic(run_dir / "model_summary.txt", summary)
@@ -134,13 +135,16 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
         return metrics
 
 
-def adapt(model, train_batches, val_ds, record: RunRecord) -> None:
+def adapt(model, train_batches, val_ds, record: RunRecord, log_dir: Path | None) -> None:
     """``model.adapt``; what it chose on the validation split is recorded at once, so that a resumed run hands it
-    back (``earlier``) rather than choose again."""
-    chosen = model.adapt(train_batches, val_ds, record.results.get("chosen"))
+    back (``earlier``) rather than choose again, and written to TensorBoard once (``log_dir``)."""
+    earlier = record.results.get("chosen")
+    chosen = model.adapt(train_batches, val_ds, earlier)
     if chosen:
         log.info(f"chosen on the validation split: {chosen}")
         record.finish_stage(record.stage, chosen=chosen)
+        if log_dir is not None and not earlier:
+            write_chosen(log_dir, chosen)
 
 
 def evaluate_and_save(model, test_ds, record: RunRecord) -> None:

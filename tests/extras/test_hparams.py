@@ -156,3 +156,32 @@ def test_a_trial_is_named_short_enough_for_the_tables_column(tmp_path, monkeypat
     assert trial_name(tmp_path / "outputs" / "runs" / "2026-12-01_10-00-05") == "12-01 10:00:05"
     assert trial_name(Path("outputs/multirun/2026-12-01_10-00-05/3"), in_sweep=True) == "3 · 12-01 10:00:05"
     assert trial_name(Path("outputs/my_sweep/trial_3"), in_sweep=True) == "trial_3 · my_sweep"
+
+
+def test_a_value_chosen_on_validation_is_a_metric_column_of_the_runs_that_choose_it(tmp_path):
+    import tensorflow as tf
+    from tensorboard.plugins.hparams import metadata
+
+    from mha_project.extras.hparams.dashboard import write_experiment, write_session_end
+
+    def records(log_dir):
+        metrics, scalars = None, {}
+        for path in log_dir.glob("events.out.tfevents.*"):
+            for event in tf.compat.v1.train.summary_iterator(str(path)):
+                for value in event.summary.value:
+                    if value.metadata.plugin_data.plugin_name == "hparams" and value.tag == metadata.EXPERIMENT_TAG:
+                        content = value.metadata.plugin_data.content
+                        experiment = metadata.parse_experiment_plugin_data(content)
+                        metrics = [m.name.tag for m in experiment.metric_infos]
+                    elif value.tag.startswith("hparams/"):
+                        scalars[value.tag] = float(tf.make_ndarray(value.tensor))
+        return metrics, scalars
+
+    for c, declared in (("auto", True), ("0.5", False)):
+        log_dir = tmp_path / c
+        write_experiment(log_dir, compose_cfg("model=wide_deep", f"model.ngram_branch.c={c}"), domains=None)
+        chosen = {"ngram_c": {"c": 0.3162, "grid": [0.1, 0.3162], "val_accuracy": [0.8, 0.9]}} if declared else None
+        write_session_end(log_dir, success=True, metrics={"test_accuracy": 0.9, "chosen": chosen})
+        metrics, scalars = records(log_dir)
+        assert ("hparams/chosen.ngram_c" in metrics) == declared, metrics
+        assert scalars.get("hparams/chosen.ngram_c") == (pytest.approx(0.3162) if declared else None)

@@ -504,6 +504,19 @@ def test_an_auto_c_is_chosen_on_validation_recorded_and_read_back_rather_than_ch
     assert chosen["grid"] == list(classifier.C_GRID) and len(chosen["val_accuracy"]) == 7
     assert chosen["c"] == chosen["grid"][int(np.argmax(chosen["val_accuracy"]))]  # the first of the best
     assert load_run(run_dir).model.get_layer("ngram_branch").c == chosen["c"]  # model.keras holds the C it trained
+    # TensorBoard: the C chosen and each C's validation accuracy, one scalar each
+    import tensorflow as tf
+
+    scalars = {}
+    for path in (run_dir / "tensorboard").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag.startswith("chosen/"):
+                    scalars[value.tag] = float(tf.make_ndarray(value.tensor))
+    assert scalars.pop("chosen/ngram_c") == pytest.approx(chosen["c"])
+    assert scalars == {
+        f"chosen/ngram_c/val_accuracy/c={c:g}": pytest.approx(a) for c, a in zip(chosen["grid"], chosen["val_accuracy"])
+    }
     # A resumed run hands adapt what run.json recorded: the bag takes that C and nothing is fitted again.
     monkeypatch.setattr(classifier, "choose_c", lambda *args: pytest.fail("chose again"))
     cfg = compose_cfg(*overrides)

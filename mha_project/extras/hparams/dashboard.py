@@ -35,6 +35,9 @@ SHOWN_COLUMNS = 5  # what TensorBoard's HParams table shows before a column is t
 # Final metrics (scalars written by log_final_metrics) and the live validation accuracy of Keras's
 # TensorBoard callback, so a running job shows its latest epoch.
 FINAL_METRICS = ("test_accuracy", "test_loss", "best_val_accuracy", "train_seconds")
+# What a run chooses on its validation split when its setting is `auto` (metrics.json's `chosen`) -> that setting:
+# the value chosen is a metric column (``chosen.ngram_c``), as it is known only once the run has chosen it.
+CHOSEN = {"ngram_c": "model.ngram_branch.c"}
 
 
 def recorded(cfg: DictConfig) -> dict:
@@ -107,6 +110,11 @@ def write_experiment(log_dir: Path, cfg: DictConfig, domains: dict | None) -> No
             break
         differs.add(name)
     metrics = [hp.Metric(f"hparams/{m}", display_name=m) for m in FINAL_METRICS]
+    metrics += [
+        hp.Metric(f"hparams/chosen.{name}", display_name=f"{name} (chosen)")
+        for name, key in CHOSEN.items()
+        if OmegaConf.select(cfg, key) == "auto"
+    ]
     metrics.append(hp.Metric("epoch_accuracy", group="validation", display_name="val_accuracy (latest)"))
     summary = hp.hparams_config_pb(hparams, metrics)
     # hparams_config_pb has no `differs` or `type` argument; set them on the experiment proto before writing.
@@ -162,6 +170,8 @@ def write_session_end(log_dir: Path, success: bool, metrics: dict | None = None)
         for m in FINAL_METRICS:
             if metrics and metrics.get(m) is not None:
                 tf.summary.scalar(f"hparams/{m}", float(metrics[m]), step=0)
+        for name, choice in ((metrics or {}).get("chosen") or {}).items():
+            tf.summary.scalar(f"hparams/chosen.{name}", float(choice["c"]), step=0)
         end = summary.session_end_pb(status)  # a tf.compat.v1.Summary
         tf.summary.experimental.write_raw_pb(end.SerializeToString(), step=0)
     writer.close()
