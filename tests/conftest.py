@@ -368,6 +368,19 @@ def sweep_dir(tmp_path_factory, worker_id) -> Path:
     return path
 
 
+def scalar_events(log_dir: Path, prefix: str) -> dict:
+    """tag -> [(step, value), ...] of every summary under log_dir whose tag starts with ``prefix`` (scalars)."""
+    import tensorflow as tf
+
+    scalars = {}
+    for path in log_dir.rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag.startswith(prefix):
+                    scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
+
+
 def event_records(log_dir: Path) -> dict:
     """tag -> plugin name, for every summary under log_dir."""
     tags = {}

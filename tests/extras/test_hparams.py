@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUIET, compose_cfg, poll, tensorboard_server, train_tiny
+from conftest import QUIET, compose_cfg, poll, scalar_events, tensorboard_server, train_tiny
 from mha_project.config import hparams_of
 from mha_project.extras.hparams.dashboard import FINAL_METRICS, experiment_hparams, swept_domains
 
@@ -164,24 +164,20 @@ def test_a_value_chosen_on_validation_is_a_metric_column_of_the_runs_that_choose
 
     from mha_project.extras.hparams.dashboard import write_experiment, write_session_end
 
-    def records(log_dir):
-        metrics, scalars = None, {}
+    def declared_metrics(log_dir):
         for path in log_dir.glob("events.out.tfevents.*"):
             for event in tf.compat.v1.train.summary_iterator(str(path)):
                 for value in event.summary.value:
-                    if value.metadata.plugin_data.plugin_name == "hparams" and value.tag == metadata.EXPERIMENT_TAG:
-                        content = value.metadata.plugin_data.content
-                        experiment = metadata.parse_experiment_plugin_data(content)
-                        metrics = [m.name.tag for m in experiment.metric_infos]
-                    elif value.tag.startswith("hparams/"):
-                        scalars[value.tag] = float(tf.make_ndarray(value.tensor))
-        return metrics, scalars
+                    if value.tag == metadata.EXPERIMENT_TAG:
+                        experiment = metadata.parse_experiment_plugin_data(value.metadata.plugin_data.content)
+                        return [m.name.tag for m in experiment.metric_infos]
 
     for c, declared in (("auto", True), ("0.5", False)):
         log_dir = tmp_path / c
         write_experiment(log_dir, compose_cfg("model=wide_deep", f"model.ngram_branch.c={c}"), domains=None)
         chosen = {"ngram_c": {"c": 0.3162, "grid": [0.1, 0.3162], "val_accuracy": [0.8, 0.9]}} if declared else None
         write_session_end(log_dir, success=True, metrics={"test_accuracy": 0.9, "chosen": chosen})
-        metrics, scalars = records(log_dir)
+        metrics = declared_metrics(log_dir)
         assert ("hparams/chosen.ngram_c" in metrics) == declared, metrics
-        assert scalars.get("hparams/chosen.ngram_c") == (pytest.approx(0.3162) if declared else None)
+        written = scalar_events(log_dir, "hparams/chosen.")
+        assert written == ({"hparams/chosen.ngram_c": [(0, pytest.approx(0.3162))]} if declared else {})

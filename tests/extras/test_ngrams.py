@@ -505,14 +505,9 @@ def test_an_auto_c_is_chosen_on_validation_recorded_and_read_back_rather_than_ch
     assert chosen["c"] == chosen["grid"][int(np.argmax(chosen["val_accuracy"]))]  # the first of the best
     assert load_run(run_dir).model.get_layer("ngram_branch").c == chosen["c"]  # model.keras holds the C it trained
     # TensorBoard: the C chosen and each C's validation accuracy, one scalar each
-    import tensorflow as tf
+    from conftest import scalar_events
 
-    scalars = {}
-    for path in (run_dir / "tensorboard").glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                if value.tag.startswith("chosen/"):
-                    scalars[value.tag] = float(tf.make_ndarray(value.tensor))
+    scalars = {tag: value for tag, [(_, value)] in scalar_events(run_dir / "tensorboard", "chosen/").items()}
     assert scalars.pop("chosen/ngram_c") == pytest.approx(chosen["c"])
     assert scalars == {
         f"chosen/ngram_c/val_accuracy/c={c:g}": pytest.approx(a) for c, a in zip(chosen["grid"], chosen["val_accuracy"])

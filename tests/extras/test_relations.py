@@ -200,20 +200,17 @@ def test_patching_names_the_head_that_reads_the_rule_and_tensorboard_shows_when_
     assert "| 0 | 1 |" in (Path(run_dir) / "head_patching" / "patching.md").read_text()
     # the callback's line per head, a point every 100 optimizer steps from the first where the model tells the
     # twins apart, and the script's record beside them
-    import tensorflow as tf
+    from conftest import event_records, scalar_events
 
-    steps = {}
-    for path in (Path(run_dir) / "tensorboard" / "analysis").glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                steps.setdefault(value.tag, []).append(event.step)
+    analysis = Path(run_dir) / "tensorboard" / "analysis"
+    steps = scalar_events(analysis, "head_patching/training/")
     val = [float(row.split(",")[4]) for row in (Path(run_dir) / "history.csv").read_text().splitlines()[1:]]
     per_epoch = -(-int(0.9 * 12000) // 64)  # the successor run's training texts (SMALL) in batches of 64
     learned = per_epoch * next(epoch for epoch, accuracy in enumerate(val, 1) if accuracy >= 0.9)
-    recorded = sorted(steps["head_patching/training/layer_0/head_1"])
+    recorded = sorted(step for step, _ in steps["head_patching/training/layer_0/head_1"])
     assert recorded == list(range(recorded[0], recorded[-1] + 1, 100)) and recorded[0] <= learned, recorded
     assert recorded[-1] > len(val) * per_epoch - 100
-    assert "head_patching/recovered/layer_0/head_0" in steps and "head_patching" in steps
+    assert {"head_patching/recovered/layer_0/head_0", "head_patching"} <= set(event_records(analysis))
     # the callback's pairs are the run's own token ids of the task's texts and twins
     from mha_project.extras.analysis.runs import load_run
     from mha_project.extras.relations.callback import PatchingDuringTraining
