@@ -523,6 +523,45 @@ def test_an_auto_c_is_chosen_on_validation_recorded_and_read_back_rather_than_ch
     assert model.ngram_branch.c == 3.1623 and again["ngram_c"]["c"] == 3.1623
 
 
+def _words_dataset(rng, labels, pool: int, words: int, swapped: bool):
+    """``(ngrams, label)`` batches of texts made of ``words`` words drawn from their class's own ``pool`` rare
+    words (each held by a few texts), plus two of 20 words every class shares; ``swapped``: each text draws from
+    the other class's pool."""
+    texts = [
+        " ".join([f"c{y ^ swapped}w{w}" for w in rng.choice(pool, words)] + [f"s{w}" for w in rng.choice(20, 2)])
+        for y in labels
+    ]
+    inputs = ngram_inputs(tf.constant(texts), max_n=1)
+    return tf.data.Dataset.from_tensor_slices((inputs, np.asarray(labels, "int32"))).batch(32)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["strong", "weak"])
+def test_an_auto_c_picks_the_strong_penalty_where_the_words_mislead_and_a_weak_one_where_rare_words_tell(case):
+    from mha_project.extras.ngrams.classifier import choose_c
+    from mha_project.extras.ngrams.layers import NaiveBayesNgrams
+
+    # 600 training and 400 validation texts, 30 % of class 1. "strong": validation texts hold the other class's
+    # words, so the less the bag learns of them the better (the strongest penalty, C = 0.01, is right).
+    # "weak": the label lies only in rare words (3 of 400 per class, each in about 1.5 texts), which a strong
+    # penalty keeps from outweighing the majority's bias: the larger C the better (C >= 1 is right).
+    rng = np.random.default_rng(0)
+    train_labels, val_labels = (rng.random(600) < 0.3).astype(int), (rng.random(400) < 0.3).astype(int)
+    pool, words = (150, 4) if case == "strong" else (400, 3)
+    train_ds = _words_dataset(rng, train_labels, pool, words, swapped=False)
+    val_ds = _words_dataset(rng, val_labels, pool, words, swapped=case == "strong")
+    bag = NaiveBayesNgrams(num_classes=2, features=4096, max_n=1, c="auto")
+    bag.adapt(train_ds.as_numpy_iterator())
+    chosen = choose_c(bag, train_ds, val_ds, "softmax")
+    scores = chosen["val_accuracy"]
+    assert chosen["c"] == chosen["grid"][int(np.argmax(scores))]  # the grid's best (ties: the stronger penalty)
+    majority = float(np.mean(val_labels == 0))
+    if case == "strong":
+        assert chosen["c"] == min(chosen["grid"]) and scores[0] > max(scores[1:]), scores
+    else:
+        assert chosen["c"] >= 1 and max(scores) > scores[0] + 0.05 and scores[0] <= majority + 0.02, scores
+
+
 def test_a_c_that_is_neither_a_positive_number_nor_auto_is_refused_in_one_line():
     from mha_project.config import validate_config
     from mha_project.errors import ConfigError
