@@ -196,6 +196,7 @@ class TrainerConfig:
     validations_per_epoch: int = checked(positive_int, "an integer >= 1")
     precision: str = checked(lambda v: v in PRECISIONS, one_of(PRECISIONS))
     strategy: Any = MISSING  # a `_target_` node: the devices the run trains on (null: this process's default)
+    schedule_from_data: Any = MISSING  # a `_target_` node: settings the training split decides (null: none)
 
 
 @dataclass

@@ -123,26 +123,23 @@ def test_command_line_shortcuts_reach_the_saved_model(tiny_run: Path):
     # Importing the project's model package registers its Keras classes: Keras then loads the model in safe mode,
     # whichever is imported first, or through any of its modules (README "What a run leaves behind"); the package's
     # own import loads no TensorFlow: a fresh interpreter is the behaviour under test.
-    probe = (
-        "import sys, mha_project\n"
-        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
-        "import keras, mha_project.model\n"
+    load = (
         f"model = keras.saving.load_model({str(tiny_run / 'model.keras')!r}, safe_mode=True)\n"
         "mha = model.backbone.get_layer('encoder_0').attention\n"
         "print(mha.num_heads, mha.key_dim, mha.value_dim, model.backbone.get_layer('embedding').embed_dim)\n"
     )
-    keras_first = probe.replace("import sys, mha_project\n", "import keras\n").replace(
-        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n", ""
+    # The project first, then the API a notebook uses (which imports the model package), then Keras: as quiet
+    # as the commands (TensorFlow's C++ start-up lines on fd 2 hidden).
+    through_the_api = (
+        "import sys, mha_project\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+        "from mha_project.extras.analysis.runs import load_run\n"
+        "import keras\n" + load
     )
-    through_a_module = keras_first.replace(
-        "import keras, mha_project.model\n", "from mha_project.model import layers\nimport keras\n"
-    )
-    # The API as a notebook uses it: as quiet as the commands (TensorFlow's C++ start-up lines on fd 2 hidden).
-    through_the_api = probe.replace(
-        "import keras, mha_project.model\n", "from mha_project.extras.analysis.runs import load_run\nimport keras\n"
-    )
+    # Keras first, then one module of the model package.
+    keras_first = "import keras\nfrom mha_project.model import layers\n" + load
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    for code in (probe, keras_first, through_a_module, through_the_api):
+    for code in (through_the_api, keras_first):
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
         assert result.returncode == 0 and "could not register" not in result.stderr, result.stderr[-2000:]
         assert result.stdout.split() == ["2", "8", "8", "16"]  # heads=2 key_dim=8 embed_dim=16 in debug=tiny

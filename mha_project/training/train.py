@@ -80,6 +80,7 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
             f"data: {splits.name} · classes {splits.class_names} · train {len(splits.train_texts)} · "
             f"val {len(splits.val_texts)} · test {len(splits.test_texts)}"
         )
+        cfg = follow_the_data(cfg, splits, record)  # trainer.schedule_from_data: what the splits decide
         resuming = record.stage != "started" or bool(record.previous_epochs(run_dir))
         preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
         part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
@@ -145,6 +146,22 @@ def adapt(model, train_batches, val_ds, record: RunRecord, log_dir: Path | None)
         record.finish_stage(record.stage, chosen=chosen)
         if log_dir is not None and not earlier:
             write_chosen(log_dir, chosen)
+
+
+def follow_the_data(cfg: DictConfig, splits, record: RunRecord) -> DictConfig:
+    """``cfg`` with what ``cfg.trainer.schedule_from_data`` (an extra's ``_target_``) sets for these splits, before
+    anything reads it, so that the run's record holds the settings it trained with; logged, kept in run.json."""
+    rule = build(cfg.trainer.schedule_from_data) if cfg.trainer.get("schedule_from_data") is not None else None
+    why = rule(splits) if rule is not None else None
+    if why is None:
+        return cfg
+    cfg = cfg.copy()
+    for key, value in rule.settings.items():
+        OmegaConf.update(cfg, key, value, merge=False)
+    shown = " ".join(f"{key}={value}" for key, value in rule.settings.items())
+    log.info(f"schedule from the data: {why}: {shown} (trainer.schedule_from_data=null keeps the config's own)")
+    record.finish_stage(record.stage, schedule={"why": why, "set": rule.settings})
+    return cfg
 
 
 def evaluate_and_save(model, test_ds, record: RunRecord) -> None:

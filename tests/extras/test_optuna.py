@@ -210,13 +210,6 @@ def _two_workers(tmp_path, storage: str, n_trials: int = 4):
     return trials
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_two_workers_fill_one_sqlite_study(tmp_path):
-    # Fresh processes: two sweeper processes sharing one study is the behaviour under test.
-    _two_workers(tmp_path, f"sqlite:///{tmp_path / 'shared.db'}")
-
-
 @pytest.fixture
 def postgres_url():
     """A throw-away PostgreSQL server (Debian's postgresql package) on a free port; as user postgres when
@@ -261,7 +254,9 @@ def postgres_url():
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_two_workers_fill_one_postgresql_study(tmp_path, postgres_url):
-    # Fresh processes and a real server: workers on several machines share a database this way.
+    # Fresh processes and a real server: two sweeper processes sharing one study is the behaviour under test, as
+    # workers on several machines share a database. (Processes sharing a SQLite study: the joblib launcher's jobs
+    # below; two workers creating its tables at once: the race test at the end.)
     _two_workers(tmp_path, postgres_url)
 
 

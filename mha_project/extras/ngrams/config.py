@@ -10,7 +10,16 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from mha_project.config import AdamWConfig, ClassifierConfig, checked, one_of, optional, positive_int, store
+from mha_project.config import (
+    MONITORS,
+    AdamWConfig,
+    ClassifierConfig,
+    checked,
+    one_of,
+    optional,
+    positive_int,
+    store,
+)
 from mha_project.errors import ConfigError
 from mha_project.extras.ngrams.options import NGRAM_OBJECTIVES
 
@@ -91,7 +100,28 @@ class BagOptimizerConfig(AdamWConfig):
             )
 
 
+@dataclass
+class LongFitConfig:
+    """``trainer/schedule_from_data=long_fit``: ``LongFit``'s arguments; what it sets must be settings of the run."""
+
+    _target_: str = MISSING
+    min_classes: int = checked(lambda v: positive_int(v) and v >= 2, "an integer >= 2")
+    epochs: int = checked(positive_int, "an integer >= 1")
+    early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
+    monitor: str = checked(lambda v: v in MONITORS, one_of(MONITORS))
+    ngram_lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
+
+    @staticmethod
+    def check(node, cfg) -> None:
+        if "ngram_lr" not in cfg.optimizer:
+            raise ConfigError(
+                "trainer/schedule_from_data=long_fit is invalid with an optimizer without ngram_lr (the bag's learning "
+                "rate): add optimizer=wide_deep (experiment=wide_deep has it), or trainer.schedule_from_data=null"
+            )
+
+
 store("wide_deep_schema", WideAndDeepConfig, at="model")
 store("linear_bag_schema", LinearBagConfig, at="model.ngram_branch")
 store("mean_bag_schema", MeanBagConfig, at="model.ngram_branch")
 store("bag_optimizer_schema", BagOptimizerConfig, at="optimizer")
+store("long_fit_schema", LongFitConfig, at="trainer.schedule_from_data")

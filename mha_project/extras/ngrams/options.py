@@ -1,9 +1,6 @@
 """The n-gram extra's options, read by its schema (``__init__``) and its classifier (``classifier.py``); importing
 this module is cheap (no Keras)."""
 
-NGRAM_BRANCHES = ("none", "bigram", "bigram_alone")  # model.ngram_branch; bigram_alone: no encoder
-# model.ngram_weighting: a mean embedding (BagOfNgrams) | NBSVM (NaiveBayesNgrams) | TF-IDF (TfidfNgrams)
-NGRAM_WEIGHTINGS = ("none", "nb", "tfidf")
 # model.objective; WideAndDeepClassifier(objective=); auto: softmax for two classes, one-vs-rest for more
 NGRAM_OBJECTIVES = ("softmax", "one_vs_rest", "auto")
 # model.ngram_branch.c=auto's grid, and benchmarks/anchors.py's for TF-IDF + LR and NB-LR (tuned against tuned):
