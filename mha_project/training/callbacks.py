@@ -10,7 +10,7 @@ TensorBoard tags (documented in the README):
 ``attention_normalized_entropy/layer_{l}/head_{h}`` (scalar, entropy / log n: 1 = uniform),
 ``attention_probe/{k}`` (text), and each probe's weights for the Attention tab (``attention_weights/...``).
 :func:`write_chosen` adds what a part chose on the validation split before the fit: ``chosen/{name}`` and
-``chosen/{name}/val_accuracy/c={c}``, one scalar per value tried (step 0).
+``chosen/{name}/val_loss/c={c}`` (and ``val_accuracy``), one scalar per value tried (step 0).
 
 """
 
@@ -137,12 +137,13 @@ class AttentionLogger(keras.callbacks.Callback):
 
 
 def write_chosen(log_dir: Path, chosen: dict) -> None:
-    """What ``model.adapt`` chose before the fit (``{name: {"c", "grid", "val_accuracy"}}``), at step 0: the value
-    chosen and the validation accuracy of each value tried, one scalar each, so the Scalars tab lists them."""
+    """What ``model.adapt`` chose before the fit (``{name: {"c", "grid", "val_loss", "val_accuracy"}}``), at step
+    0: the value chosen and each value's validation scores, one scalar each, so the Scalars tab lists them."""
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default(step=0):
         for name, choice in chosen.items():
             tf.summary.scalar(f"chosen/{name}", choice["c"])
-            for value, accuracy in zip(choice["grid"], choice["val_accuracy"]):
-                tf.summary.scalar(f"chosen/{name}/val_accuracy/c={value:g}", accuracy)
+            for metric in ("val_loss", "val_accuracy"):
+                for value, score in zip(choice["grid"], choice[metric]):
+                    tf.summary.scalar(f"chosen/{name}/{metric}/c={value:g}", score)
     writer.close()

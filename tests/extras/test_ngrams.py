@@ -540,16 +540,18 @@ def test_an_auto_c_is_chosen_on_validation_recorded_and_read_back_rather_than_ch
     run_dir = tmp_path / "run"
     metrics = train(compose_cfg(*overrides), run_dir)
     chosen = metrics["chosen"]["ngram_c"]
-    assert chosen["grid"] == list(classifier.C_GRID) and len(chosen["val_accuracy"]) == 7
-    assert chosen["c"] == chosen["grid"][int(np.argmax(chosen["val_accuracy"]))]  # the first of the best
+    assert chosen["grid"] == list(classifier.C_GRID) and len(chosen["val_loss"]) == len(chosen["val_accuracy"]) == 7
+    assert chosen["c"] == chosen["grid"][int(np.argmin(chosen["val_loss"]))]  # the first of the best
     assert load_run(run_dir).model.get_layer("ngram_branch").c == chosen["c"]  # model.keras holds the C it trained
-    # TensorBoard: the C chosen and each C's validation accuracy, one scalar each
+    # TensorBoard: the C chosen and each C's validation loss and accuracy, one scalar each
     from conftest import scalar_events
 
     scalars = {tag: value for tag, [(_, value)] in scalar_events(run_dir / "tensorboard", "chosen/").items()}
     assert scalars.pop("chosen/ngram_c") == pytest.approx(chosen["c"])
     assert scalars == {
-        f"chosen/ngram_c/val_accuracy/c={c:g}": pytest.approx(a) for c, a in zip(chosen["grid"], chosen["val_accuracy"])
+        f"chosen/ngram_c/{metric}/c={c:g}": pytest.approx(score)
+        for metric in ("val_loss", "val_accuracy")
+        for c, score in zip(chosen["grid"], chosen[metric])
     }
     # A resumed run hands adapt what run.json recorded: the bag takes that C and nothing is fitted again.
     monkeypatch.setattr(classifier, "choose_c", lambda *args: pytest.fail("chose again"))
@@ -592,13 +594,35 @@ def test_an_auto_c_picks_the_strong_penalty_where_the_words_mislead_and_a_weak_o
     bag = NaiveBayesNgrams(num_classes=2, features=4096, max_n=1, c="auto")
     bag.adapt(train_ds.as_numpy_iterator())
     chosen = choose_c(bag, train_ds, val_ds, "softmax")
-    scores = chosen["val_accuracy"]
-    assert chosen["c"] == chosen["grid"][int(np.argmax(scores))]  # the grid's best (ties: the stronger penalty)
+    losses, scores = chosen["val_loss"], chosen["val_accuracy"]
+    assert chosen["c"] == chosen["grid"][int(np.argmin(losses))]  # the grid's best (ties: the stronger penalty)
     majority = float(np.mean(val_labels == 0))
     if case == "strong":
-        assert chosen["c"] == min(chosen["grid"]) and scores[0] > max(scores[1:]), scores
+        assert chosen["c"] == min(chosen["grid"]) and losses[0] < min(losses[1:]), losses
     else:
-        assert chosen["c"] > 0.3 and max(scores) > scores[0] + 0.05 and scores[0] <= majority + 0.02, scores
+        at = chosen["grid"].index(chosen["c"])
+        assert chosen["c"] > 0.3 and scores[at] > scores[0] + 0.05 and scores[0] <= majority + 0.02, (losses, scores)
+
+
+def test_a_bag_cut_to_its_kept_ngrams_computes_what_the_whole_table_does():
+    from mha_project.extras.ngrams.layers import NaiveBayesNgrams, TfidfNgrams
+
+    texts = tf.constant(["great tea great price", "stale tea", "never again", "great value, fresh"])
+    inputs = ngram_inputs(texts)
+    for kind in (NaiveBayesNgrams, TfidfNgrams):
+        whole = kind(num_classes=2, features=4096)
+        whole.adapt([(inputs, np.array([1, 0, 0, 1]))])
+        whole.kernel.assign(np.random.default_rng(0).normal(size=whole.kernel.shape))
+        kept = whole.kept_ngrams
+        assert 0 < kept < 4095  # a few n-grams, most of the table unused
+        cut = kind.from_config({**whole.get_config(), "features": kept + 1})
+        cut.build()
+        cut.keys.assign(whole.keys[:kept])
+        cut.scale.assign(whole.scale[: kept + 1])
+        cut.training_texts.assign(whole.training_texts)
+        cut.kernel.assign(whole.kernel[: kept + 1])
+        unseen = ngram_inputs(tf.constant(["great tea, never stale", "words it never saw"]))["ngrams"]
+        np.testing.assert_allclose(cut(unseen), whole(unseen), rtol=1e-6)
 
 
 def test_a_c_that_is_neither_a_positive_number_nor_auto_is_refused_in_one_line():

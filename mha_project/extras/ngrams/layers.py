@@ -155,6 +155,11 @@ class LinearNgramLayer(NgramLayer):
         kept = ops.equal(ops.take(self.keys, at), flat)
         return ops.reshape(ops.where(kept, at + 1, 0), ops.shape(ids))
 
+    @property
+    def kept_ngrams(self) -> int:
+        """How many n-grams ``adapt`` kept (features ``1 .. kept_ngrams``; the rest of the table is unused)."""
+        return int(np.sum(keras.ops.convert_to_numpy(self.keys) != _ABSENT))
+
     def penalty(self, kernel):
         return ops.sum(ops.square(kernel)) / (2.0 * self.c * ops.cast(self.training_texts, kernel.dtype))
 
