@@ -348,26 +348,34 @@ def _check_node(prefix: str, node: DictConfig, schema: type, cfg: DictConfig) ->
         check(node, cfg)
 
 
-def setting_names() -> list[str]:
-    """Every dotted key of every schema in the ConfigStore (``heads``, ``model.backbone.num_heads``, an extra's)."""
-    names = set(SHORTCUTS) | {"seed", "deterministic"}
+def setting_owners() -> dict[str, set[str]]:
+    """Every dotted key of every schema in the ConfigStore (``heads``, ``model.backbone.num_heads``, an extra's),
+    each with the schemas that have it (``{"model.ngram_branch.c": {"linear_bag"}}``; a shortcut's: none)."""
+    owners: dict[str, set[str]] = {name: set() for name in [*SHORTCUTS, "seed", "deterministic"]}
 
-    def walk(node, prefix):
+    def walk(node, prefix, schema):
         for key in node:
             child = node._get_node(key)
             if isinstance(child, DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(child)):
-                walk(child, f"{prefix}{key}.")
+                walk(child, f"{prefix}{key}.", schema)
             elif not key.startswith("_") and key != "tags":
-                names.add(f"{prefix}{key}")
+                owners.setdefault(f"{prefix}{key}", set()).add(schema)
 
-    for entry in ConfigStore.instance().repo.get("schema", {}).values():
-        walk(entry.node, f"{entry.package}.")
-    return sorted(names)
+    for name, entry in ConfigStore.instance().repo.get("schema", {}).items():
+        walk(entry.node, f"{entry.package}.", name.removesuffix(".yaml").removesuffix("_schema"))
+    return owners
 
 
 def not_a_setting(key: str) -> str:
-    """The one line for a key that is no setting: the closest settings there are, never Hydra's ``+key``."""
-    close = difflib.get_close_matches(key, setting_names(), n=2, cutoff=0.75)
+    """The one line for a key that is no setting of the config composed: the part that has it where one does
+    (``model.ngram_branch.c`` without a linear bag), else the closest settings there are, never Hydra's ``+key``."""
+    owners = sorted(setting_owners().get(key, ()))
+    if owners:
+        return (
+            f"{key} is not a setting of the options chosen: it belongs to {' and '.join(owners)} "
+            f"({key.rsplit('.', 1)[0]}), which they do not include; `python scripts/train.py --help` lists the settings"
+        )
+    close = difflib.get_close_matches(key, sorted(setting_owners()), n=2, cutoff=0.75)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     return f"{key} is not a setting of this project; {hint}`python scripts/train.py --help` lists the settings"
 

@@ -115,11 +115,15 @@ def run_hydra_app(main) -> None:
     except UserError as err:  # a sweeper's, raised outside any job (a study that cannot be opened)
         fail(str(err), err.exit_code)
     except (HydraException, OmegaConfBaseException) as err:
+        from mha_project.config import not_a_setting
+
         overridden = re.match(r"Could not override '([^']+)'", str(err))
         if overridden:  # a key that is no setting: Hydra would advise `+key=value`, which is refused next
-            from mha_project.config import not_a_setting
-
             fail(not_a_setting(overridden.group(1)))
+        # A config file that sets a key the options chosen beside it lack (experiment=wide_deep's bag C, the mean bag)
+        merged = re.search(r"^In '([^']+)'.*not in '\w+'; full_key: ([\w.]+)", one_line(err))
+        if merged:
+            fail(f"{merged.group(1)}: {not_a_setting(merged.group(2))}")
         fail(one_line(err))
     except ValueError as err:
         if not raised_by_hydra(err):

@@ -33,6 +33,12 @@ BAD_OVERRIDES = [
     ("head=8", "head is not a setting of this project; did you mean heads?"),
     ("+head=8", "head is not a setting of this project; did you mean heads?"),
     ("model.backbone.num_head=8", "did you mean model.backbone.num_heads"),
+    # A key of a part the options chosen do not include is answered with the part that has it.
+    ("model.ngram_branch.c=auto", "model.ngram_branch.c is not a setting of the options chosen: it belongs to linear"),
+    (
+        "experiment=wide_deep model/ngram_branch=mean",  # the experiment sets the linear bags' C; the mean bag has none
+        "experiment/wide_deep: model.ngram_branch.c is not a setting of the options chosen: it belongs to linear_bag",
+    ),
     ("debug=default", "tiny"),  # Hydra lists the debug configs there are
     ("seed=-1", "seed=-1 is invalid"),
     ("seed=5000000000", "seed=5000000000 is invalid"),

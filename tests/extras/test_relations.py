@@ -92,14 +92,16 @@ def test_bad_relations_settings_are_refused_in_one_line(overrides, message):
     assert "\n" not in str(err.value)
 
 
-def test_a_relations_key_on_other_data_is_no_setting_of_it():
+def test_a_relations_key_on_other_data_is_answered_with_the_data_that_has_it():
     from hydra.errors import ConfigCompositionException
 
     from mha_project.config import not_a_setting
 
     with pytest.raises(ConfigCompositionException, match="Could not override 'data.task'"):
         compose_cfg("data.task=marker")  # the entry point answers it with not_a_setting's one line
-    assert not_a_setting("data.task").startswith("data.task is not a setting of this project")
+    assert not_a_setting("data.task").startswith(
+        "data.task is not a setting of the options chosen: it belongs to relations (data)"
+    )
 
 
 def test_a_head_count_that_does_not_divide_the_width_is_refused_in_one_line():
