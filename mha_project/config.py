@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import math
 import os
 import re
@@ -300,8 +301,6 @@ def validate_config(cfg: DictConfig) -> None:
             f"KERAS_BACKEND={backend} is invalid: this project trains on KERAS_BACKEND=tensorflow (the default) or "
             'KERAS_BACKEND=jax (pip install -e ".[jax]")'
         )
-    import importlib.util
-
     if importlib.util.find_spec(backend) is None:
         raise ConfigError(f'KERAS_BACKEND={backend} is not installed here: pip install -e ".[{backend}]"')
     for key, node, schema in typed_nodes(cfg):
@@ -343,14 +342,12 @@ def _check_node(prefix: str, node: DictConfig, schema: type, cfg: DictConfig) ->
             shown = typed_as.group(1) if typed_as else key
             where = "" if shown == key else f" ({key})"
             raise ConfigError(f"{shown}={typed(value)}{where} is invalid: must be {f.metadata['allowed']}")
-    check = getattr(schema, "check", None)
-    if check is not None:
-        check(node, cfg)
+    if hasattr(schema, "check"):  # the dataclass's own check across its fields
+        schema.check(node, cfg)
 
 
 def setting_owners() -> dict[str, set[str]]:
-    """Every dotted key of every schema in the ConfigStore (``heads``, ``model.backbone.num_heads``, an extra's),
-    each with the schemas that have it (``{"model.ngram_branch.c": {"linear_bag"}}``; a shortcut's: none)."""
+    """Every dotted key of the ConfigStore's schemas, with the schemas that have it (a shortcut's: none)."""
     owners: dict[str, set[str]] = {name: set() for name in [*SHORTCUTS, "seed", "deterministic"]}
 
     def walk(node, prefix, schema):
@@ -367,17 +364,15 @@ def setting_owners() -> dict[str, set[str]]:
 
 
 def not_a_setting(key: str) -> str:
-    """The one line for a key that is no setting of the config composed: the part that has it where one does
-    (``model.ngram_branch.c`` without a linear bag), else the closest settings there are, never Hydra's ``+key``."""
-    owners = sorted(setting_owners().get(key, ()))
-    if owners:
-        return (
-            f"{key} is not a setting of the options chosen: it belongs to {' and '.join(owners)} "
-            f"({key.rsplit('.', 1)[0]}), which they do not include; `python scripts/train.py --help` lists the settings"
-        )
-    close = difflib.get_close_matches(key, sorted(setting_owners()), n=2, cutoff=0.75)
+    """The one line for a key that is no setting of the options chosen: the part that has it where one does
+    (``model.ngram_branch.c`` without a linear bag), else the closest settings, never Hydra's ``+key``."""
+    settings, see = setting_owners(), "`python scripts/train.py --help` lists the settings"
+    if settings.get(key):
+        part = f"{' and '.join(sorted(settings[key]))} ({key.rsplit('.', 1)[0]})"
+        return f"{key} is not a setting of the options chosen: it belongs to {part}, which they do not include; {see}"
+    close = difflib.get_close_matches(key, sorted(settings), n=2, cutoff=0.75)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
-    return f"{key} is not a setting of this project; {hint}`python scripts/train.py --help` lists the settings"
+    return f"{key} is not a setting of this project; {hint}{see}"
 
 
 # The groups whose choice says what was trained (the others wrap the job: logging, records, reports).

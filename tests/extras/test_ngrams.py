@@ -613,14 +613,10 @@ def test_a_bag_cut_to_its_kept_ngrams_computes_what_the_whole_table_does():
         whole = kind(num_classes=2, features=4096)
         whole.adapt([(inputs, np.array([1, 0, 0, 1]))])
         whole.kernel.assign(np.random.default_rng(0).normal(size=whole.kernel.shape))
-        kept = whole.kept_ngrams
-        assert 0 < kept < 4095  # a few n-grams, most of the table unused
-        cut = kind.from_config({**whole.get_config(), "features": kept + 1})
-        cut.build()
-        cut.keys.assign(whole.keys[:kept])
-        cut.scale.assign(whole.scale[: kept + 1])
-        cut.training_texts.assign(whole.training_texts)
-        cut.kernel.assign(whole.kernel[: kept + 1])
+        cut = whole.cut_to_kept()
+        assert type(cut) is kind and 2 < cut.features < 4096  # a few n-grams, most of the table unused
+        assert not np.any(cut.kernel.numpy())  # the kernel from zero; given the whole one's rows, it computes the same
+        cut.kernel.assign(whole.kernel[: cut.features])
         unseen = ngram_inputs(tf.constant(["great tea, never stale", "words it never saw"]))["ngrams"]
         np.testing.assert_allclose(cut(unseen), whole(unseen), rtol=1e-6)
 

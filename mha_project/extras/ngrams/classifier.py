@@ -190,19 +190,12 @@ def choose_c(bag: LinearNgramLayer, batches, validation, objective: str) -> dict
     names = [f"c_{i}" for i in range(len(C_GRID))]
     ngrams = keras.Input(shape=(None, 2), dtype="int32", name="ngrams")
     activation = "softmax" if objective == "softmax" else "sigmoid"
-    # The grid's bags hold only the kept n-grams (feature 0 and the adapted keys, which come first): the same
-    # function as the bag's, without the rows of its table that no n-gram reaches, which only cost updates.
-    features = max(bag.kept_ngrams + 1, 2)
-    config = {**bag.get_config(), "features": features}
-    grid = [type(bag).from_config({**config, "c": c, "name": f"bag_{name}"}) for c, name in zip(C_GRID, names)]
+    # Only the kept n-grams: the rows of the table that no n-gram reaches would only cost updates.
+    grid = [bag.cut_to_kept(c=c, name=f"bag_{name}") for c, name in zip(C_GRID, names)]
     model = keras.Model(
         ngrams, {name: layers.Activation(activation, dtype="float32", name=name)(alone(ngrams))
                  for name, alone in zip(names, grid)},
     )  # fmt: skip
-    for alone in grid:  # the adapted features; the kernel and bias from zero
-        alone.keys.assign(bag.keys[: features - 1])
-        alone.scale.assign(bag.scale[:features])
-        alone.training_texts.assign(bag.training_texts)
     loss = "sparse_categorical_crossentropy" if objective == "softmax" else OneVsRestCrossentropy()
     model.compile(
         optimizer=keras.optimizers.Adam(CHOICE_LR),

@@ -155,10 +155,17 @@ class LinearNgramLayer(NgramLayer):
         kept = ops.equal(ops.take(self.keys, at), flat)
         return ops.reshape(ops.where(kept, at + 1, 0), ops.shape(ids))
 
-    @property
-    def kept_ngrams(self) -> int:
-        """How many n-grams ``adapt`` kept (features ``1 .. kept_ngrams``; the rest of the table is unused)."""
-        return int(np.sum(keras.ops.convert_to_numpy(self.keys) != _ABSENT))
+    def cut_to_kept(self, **config) -> LinearNgramLayer:
+        """A new bag of this class (``config`` over this one's) holding only the n-grams ``adapt`` kept, its
+        features copied and its kernel from zero: the same function, without the table rows no n-gram reaches."""
+        kept = int(np.sum(keras.ops.convert_to_numpy(self.keys) != _ABSENT))  # the adapted keys come first
+        features = max(kept + 1, 2)
+        cut = type(self).from_config({**self.get_config(), **config, "features": features})
+        cut.build()
+        cut.keys.assign(self.keys[: features - 1])
+        cut.scale.assign(self.scale[:features])
+        cut.training_texts.assign(self.training_texts)
+        return cut
 
     def penalty(self, kernel):
         return ops.sum(ops.square(kernel)) / (2.0 * self.c * ops.cast(self.training_texts, kernel.dtype))
