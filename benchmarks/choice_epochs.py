@@ -1,4 +1,4 @@
-"""Which C does ``model.ngram_branch.c=auto`` choose when the grid's bags train longer than ``CHOICE_EPOCHS``?
+"""Which C does ``model.ngram_branch.c=auto`` choose as the grid's bags train longer (``model.choice_epochs``)?
 One run per value, the fit itself cut to one epoch (only the choice is read):
 
     python benchmarks/choice_epochs.py --epochs 2 6 data=table data.path=/tmp/wheel_datasets/news_outlets.csv \\
@@ -24,15 +24,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, nargs="+", default=[2, 6])
     args, overrides = parser.parse_known_args()
-    import mha_project.extras.ngrams.classifier as classifier
     from mha_project.training.train import train
 
     quiet = ["savedmodel.export=false", "head_view.html=false", "logger.attention.every_n_epochs=0"]
     short = ["epochs=1", "trainer.schedule_from_data.epochs=1"]
     with initialize_config_dir(str(ROOT / "configs"), version_base=None), tempfile.TemporaryDirectory() as tmp:
         for epochs in args.epochs:
-            classifier.CHOICE_EPOCHS = epochs  # the grid's fit length is a constant, not a setting: set it here
-            cfg = compose("train", ["experiment=wide_deep", *quiet, *short, *overrides])
+            # after the overrides: the long fit sets model.choice_epochs from the data, its own setting sets it here
+            length = [f"model.choice_epochs={epochs}", f"trainer.schedule_from_data.choice_epochs={epochs}"]
+            cfg = compose("train", ["experiment=wide_deep", *quiet, *short, *overrides, *length])
             chosen = train(cfg, Path(tmp) / f"epochs_{epochs}")["chosen"]["ngram_c"]
             print(json.dumps({
                 "choice_epochs": epochs, "c": chosen["c"], "seconds": chosen["seconds"],

@@ -98,7 +98,7 @@ def run_hydra_app(main) -> None:
     print. Anything that is neither a UserError nor a Hydra or OmegaConf error keeps its full traceback.
     """
     from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     # A log file on a full disk must not print a traceback per line: the run's one error line says what happened.
@@ -120,10 +120,11 @@ def run_hydra_app(main) -> None:
         overridden = re.match(r"Could not override '([^']+)'", str(err))
         if overridden:  # a key that is no setting: Hydra would advise `+key=value`, which is refused next
             fail(not_a_setting(overridden.group(1)))
-        # A config file that sets a key the options chosen beside it lack (experiment=wide_deep's bag C, the mean bag)
-        merged = re.search(r"^In '([^']+)'.*not in '\w+'; full_key: ([\w.]+)", one_line(err))
-        if merged:
-            fail(f"{merged.group(1)}: {not_a_setting(merged.group(2))}")
+        # A config file that sets a key the options chosen beside it lack (experiment=wide_deep's bag C, the mean bag):
+        # Hydra names the file, the OmegaConf error it caught the key.
+        in_file, lacked = re.match(r"In '([^']+)'", str(err)), err.__context__
+        if in_file and isinstance(lacked, ConfigKeyError) and lacked.full_key:
+            fail(f"{in_file.group(1)}: {not_a_setting(lacked.full_key)}")
         fail(one_line(err))
     except ValueError as err:
         if not raised_by_hydra(err):

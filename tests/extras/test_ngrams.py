@@ -479,26 +479,27 @@ def test_more_than_two_classes_get_the_long_fit_recorded_as_the_run_trained_it(t
 
     data = write_folder_dataset(tmp_path / "data", classes=("neg", "pos", "mid"), per_class=20, extra_train=())
     overrides = ["experiment=wide_deep", "debug=tiny", *QUIET, "data=folder", f"data.path={data}",
-                 "model/backbone=none", "model.ngram_branch.features=1024", "model.ngram_branch.c=1",
-                 "trainer.schedule_from_data.epochs=3", "trainer.warmup_fraction=0"]  # fmt: skip
+                 "model/backbone=none", "model.ngram_branch.features=1024", "model.ngram_branch.c=auto",
+                 "trainer.schedule_from_data.epochs=3", "trainer.schedule_from_data.choice_epochs=1",
+                 "trainer.warmup_fraction=0"]  # fmt: skip
     with logged("mha_project.training.train") as messages:
         metrics = train(compose_cfg(*overrides), tmp_path / "run")
-    # debug=tiny's 1 epoch, the experiment's patience, monitor and bag rate give way to the long fit's
+    # debug=tiny's 1 epoch, the experiment's patience, monitor, bag rate and C grid's length give way to the long fit's
     long_fit = {"epochs": 3, "trainer.early_stopping_patience": 4, "trainer.monitor": "val_loss",
-                "optimizer.ngram_lr": 0.01}  # fmt: skip
+                "optimizer.ngram_lr": 0.01, "model.choice_epochs": 1}  # fmt: skip
     assert metrics["schedule"] == {"why": "3 classes (trainer.schedule_from_data.min_classes=3)", "set": long_fit}
     assert json.loads((tmp_path / "run" / "run.json").read_text())["results"]["schedule"] == metrics["schedule"]
     assert [m for m in messages if m.startswith("schedule from the data")] == [
         "schedule from the data: 3 classes (trainer.schedule_from_data.min_classes=3): epochs=3 "
-        "trainer.early_stopping_patience=4 trainer.monitor=val_loss optimizer.ngram_lr=0.01 "
+        "trainer.early_stopping_patience=4 trainer.monitor=val_loss optimizer.ngram_lr=0.01 model.choice_epochs=1 "
         "(trainer.schedule_from_data=null keeps the config's own)"
     ]
+    assert metrics["chosen"]["ngram_c"]["epochs"] == 1  # the C grid trained as long as the long fit asks
     epochs = len((tmp_path / "run" / "history.csv").read_text().splitlines()) - 1
     assert epochs == 3 and metrics["monitor"] == "val_loss" and metrics["hparams"]["epochs"] == 3
     saved = yaml.safe_load((tmp_path / "run" / ".hydra" / "config.yaml").read_text())  # the record: what trained
-    assert (saved["trainer"]["epochs"], saved["trainer"]["monitor"], saved["optimizer"]["ngram_lr"]) == (
-        3, "val_loss", 0.01,
-    )  # fmt: skip
+    assert (saved["trainer"]["epochs"], saved["trainer"]["monitor"], saved["optimizer"]["ngram_lr"],
+            saved["model"]["choice_epochs"]) == (3, "val_loss", 0.01, 1)  # fmt: skip
     # Two classes keep the config's own fit; so does a run that turns the rule off.
     two = load_splits(compose_cfg("data=folder", f"data.path={write_folder_dataset(tmp_path / 'two')}").data, 1)
     cfg = compose_cfg(*overrides)
@@ -536,11 +537,13 @@ def test_choosing_the_fit_on_validation_pairs_runs_by_seed_and_keeps_the_first_o
 def test_an_auto_c_is_chosen_on_validation_recorded_and_read_back_rather_than_chosen_again(tmp_path, monkeypatch):
     from mha_project.extras.ngrams import classifier
 
-    overrides = ("debug=tiny", "model=wide_deep", "model.ngram_branch.features=512", "model.ngram_branch.c=auto")
+    overrides = ("debug=tiny", "model=wide_deep", "model.ngram_branch.features=512", "model.ngram_branch.c=auto",
+                 "model.choice_epochs=1")  # fmt: skip
     run_dir = tmp_path / "run"
     metrics = train(compose_cfg(*overrides), run_dir)
     chosen = metrics["chosen"]["ngram_c"]
     assert chosen["grid"] == list(classifier.C_GRID) and len(chosen["val_loss"]) == len(chosen["val_accuracy"]) == 7
+    assert chosen["epochs"] == 1  # model.choice_epochs: how long each C's bag trained alone
     assert chosen["c"] == chosen["grid"][int(np.argmin(chosen["val_loss"]))]  # the first of the best
     assert load_run(run_dir).model.get_layer("ngram_branch").c == chosen["c"]  # model.keras holds the C it trained
     # TensorBoard: the C chosen and each C's validation loss and accuracy, one scalar each

@@ -94,6 +94,7 @@ class WideAndDeepClassifier(keras.Model):
         ngram_branch,
         encoder_logit_dropout: float = 0.0,
         objective: str = "softmax",
+        choice_epochs: int = 2,
         **kwargs,
     ):
         if not isinstance(ngram_branch, NgramLayer):
@@ -129,6 +130,7 @@ class WideAndDeepClassifier(keras.Model):
         self.dropout = dropout
         self.encoder_logit_dropout = encoder_logit_dropout
         self.objective = objective
+        self.choice_epochs = choice_epochs
 
     def adapt(self, batches, validation=None, earlier: dict | None = None) -> dict:
         """A linear bag's feature weights (naive-Bayes ratios, idf), from the training split's batches; with
@@ -141,7 +143,7 @@ class WideAndDeepClassifier(keras.Model):
         if bag.c != "auto":
             return {}
         chosen = (earlier or {}).get("ngram_c") or choose_c(
-            bag, batches, validation, objective_for(self.objective, self.num_classes)
+            bag, batches, validation, objective_for(self.objective, self.num_classes), self.choice_epochs
         )
         bag.c = float(chosen["c"])
         return {"ngram_c": chosen}
@@ -163,6 +165,7 @@ class WideAndDeepClassifier(keras.Model):
             "ngram_branch": keras.layers.serialize(self.ngram_branch),
             "encoder_logit_dropout": self.encoder_logit_dropout,
             "objective": self.objective,
+            "choice_epochs": self.choice_epochs,
         }
 
     @classmethod
@@ -174,16 +177,18 @@ class WideAndDeepClassifier(keras.Model):
         return cls(**config)
 
 
-# The bag alone trains fast (linear, from zero): a few epochs at a high rate bring each C near its optimum.
-CHOICE_EPOCHS, CHOICE_LR = 2, 0.01
+# The grid's rate: the bag alone trains fast (linear, from zero). Which C wins depends on how far each bag has
+# trained (the stronger penalties reach their optimum first), so the grid trains as far as the fit will train the
+# bag: ``epochs`` at this constant rate against the fit's epochs on a decaying schedule (model.choice_epochs).
+CHOICE_LR = 0.01
 
 
-def choose_c(bag: LinearNgramLayer, batches, validation, objective: str) -> dict:
-    """The C of ``C_GRID`` whose bag, trained alone on ``batches`` (its features as ``bag.adapt`` left them),
-    scores the lowest validation log-loss (ties: the stronger penalty); each C's loss and accuracy beside it.
-    Log-loss, not accuracy (``LogisticRegressionCV(scoring="neg_log_loss")``): on a few hundred validation texts
-    accuracy moves in steps of one text and ties across the grid, where the loss still ranks the C's. The grid's
-    bags train side by side in one model, one output each: one pass over the data, one traced step."""
+def choose_c(bag: LinearNgramLayer, batches, validation, objective: str, epochs: int = 2) -> dict:
+    """The C of ``C_GRID`` whose bag, trained alone on ``batches`` for ``epochs`` (its features as ``bag.adapt``
+    left them), scores the lowest validation log-loss (ties: the stronger penalty); each C's loss and accuracy
+    beside it. Log-loss, not accuracy (``LogisticRegressionCV(scoring="neg_log_loss")``): on a few hundred
+    validation texts accuracy moves in steps of one text and ties across the grid, where the loss still ranks the
+    C's. The grid's bags train side by side in one model, one output each: one pass over the data, one traced step."""
     if validation is None:
         raise ValueError("c='auto' chooses the bag's C on validation: give the validation batches")
     start = time.perf_counter()
@@ -205,13 +210,14 @@ def choose_c(bag: LinearNgramLayer, batches, validation, objective: str) -> dict
     train, val = (
         ds.map(lambda inputs, labels: (inputs["ngrams"], {n: labels for n in names})) for ds in (batches, validation)
     )
-    model.fit(train.shuffle(64, seed=0), epochs=CHOICE_EPOCHS, verbose=0, shuffle=False)
+    # cache(): the n-grams of each text are read once, not once per epoch
+    model.fit(train.cache().shuffle(64, seed=0), epochs=epochs, verbose=0, shuffle=False)
     result = model.evaluate(val, verbose=0, return_dict=True)
     losses = [float(result[f"{name}_loss"]) for name in names]  # the data's loss alone, without the penalty
     best = int(np.argmin(losses))  # the first of the best: the smallest C, the strongest penalty
     return {
         "c": C_GRID[best], "grid": list(C_GRID), "val_loss": losses,
-        "val_accuracy": [float(result[f"{name}_accuracy"]) for name in names], "epochs": CHOICE_EPOCHS,
+        "val_accuracy": [float(result[f"{name}_accuracy"]) for name in names], "epochs": epochs,
         "seconds": round(time.perf_counter() - start, 1),  # what the choice cost, beside the fit's own time
     }  # fmt: skip
 

@@ -60,6 +60,7 @@ class WideAndDeepConfig(ClassifierConfig):
     ngram_branch: Any = MISSING
     encoder_logit_dropout: float = checked(lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
     objective: str = checked(lambda v: v in NGRAM_OBJECTIVES, one_of(NGRAM_OBJECTIVES))
+    choice_epochs: int = checked(positive_int, "an integer >= 1")
 
     @staticmethod
     def check(model, cfg) -> None:
@@ -110,6 +111,7 @@ class LongFitConfig:
     early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
     monitor: str = checked(lambda v: v in MONITORS, one_of(MONITORS))
     ngram_lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
+    choice_epochs: int = checked(positive_int, "an integer >= 1")
 
     @staticmethod
     def check(node, cfg) -> None:

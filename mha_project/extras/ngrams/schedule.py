@@ -9,16 +9,18 @@ from dataclasses import dataclass
 
 @dataclass
 class LongFit:
-    """``epochs``, ``early_stopping_patience``, ``monitor`` and ``ngram_lr`` for the run when its training split
-    has ``min_classes`` classes or more. The class count decides, not the texts' length: the long fit was measured
-    better on every multi-class set (news_outlets' long articles and health_tweets' tweets alike), and the
-    two-class sets (fine_foods, IMDB's long reviews) were measured on the default fit."""
+    """``epochs``, ``early_stopping_patience``, ``monitor``, ``ngram_lr`` and the C grid's ``choice_epochs`` for
+    the run when its training split has ``min_classes`` classes or more. The class count decides, not the texts'
+    length: the long fit was measured better on every multi-class set (news_outlets' long articles and
+    health_tweets' tweets alike), and the two-class sets (fine_foods, IMDB's long reviews) were measured on the
+    default fit."""
 
     min_classes: int
     epochs: int
     early_stopping_patience: int
     monitor: str
     ngram_lr: float
+    choice_epochs: int
 
     @property
     def settings(self) -> dict:
@@ -28,6 +30,7 @@ class LongFit:
             "trainer.early_stopping_patience": self.early_stopping_patience,
             "trainer.monitor": self.monitor,
             "optimizer.ngram_lr": self.ngram_lr,
+            "model.choice_epochs": self.choice_epochs,
         }
 
     def __call__(self, splits) -> str | None:
