@@ -596,7 +596,7 @@ def test_an_auto_c_picks_the_strong_penalty_where_the_words_mislead_and_a_weak_o
     val_ds = _words_dataset(rng, val_labels, pool, words, swapped=case == "strong")
     bag = NaiveBayesNgrams(num_classes=2, features=4096, max_n=1, c="auto")
     bag.adapt(train_ds.as_numpy_iterator())
-    chosen = choose_c(bag, train_ds, val_ds, "softmax")
+    chosen = choose_c(bag, train_ds, val_ds, "softmax", epochs=2)
     losses, scores = chosen["val_loss"], chosen["val_accuracy"]
     assert chosen["c"] == chosen["grid"][int(np.argmin(losses))]  # the grid's best (ties: the stronger penalty)
     majority = float(np.mean(val_labels == 0))

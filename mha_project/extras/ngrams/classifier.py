@@ -139,6 +139,8 @@ class WideAndDeepClassifier(keras.Model):
         bag = self.ngram_branch
         if not isinstance(bag, LinearNgramLayer):
             return {}
+        if bag.c == "auto":
+            batches = batches.cache()  # each text's n-grams read once: this pass fills it, the grid's epochs reuse it
         bag.adapt(batches.as_numpy_iterator())
         if bag.c != "auto":
             return {}
@@ -183,7 +185,7 @@ class WideAndDeepClassifier(keras.Model):
 CHOICE_LR = 0.01
 
 
-def choose_c(bag: LinearNgramLayer, batches, validation, objective: str, epochs: int = 2) -> dict:
+def choose_c(bag: LinearNgramLayer, batches, validation, objective: str, epochs: int) -> dict:
     """The C of ``C_GRID`` whose bag, trained alone on ``batches`` for ``epochs`` (its features as ``bag.adapt``
     left them), scores the lowest validation log-loss (ties: the stronger penalty); each C's loss and accuracy
     beside it. Log-loss, not accuracy (``LogisticRegressionCV(scoring="neg_log_loss")``): on a few hundred
@@ -210,8 +212,7 @@ def choose_c(bag: LinearNgramLayer, batches, validation, objective: str, epochs:
     train, val = (
         ds.map(lambda inputs, labels: (inputs["ngrams"], {n: labels for n in names})) for ds in (batches, validation)
     )
-    # cache(): the n-grams of each text are read once, not once per epoch
-    model.fit(train.cache().shuffle(64, seed=0), epochs=epochs, verbose=0, shuffle=False)
+    model.fit(train.shuffle(64, seed=0), epochs=epochs, verbose=0, shuffle=False)
     result = model.evaluate(val, verbose=0, return_dict=True)
     losses = [float(result[f"{name}_loss"]) for name in names]  # the data's loss alone, without the penalty
     best = int(np.argmin(losses))  # the first of the best: the smallest C, the strongest penalty
