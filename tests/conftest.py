@@ -207,15 +207,33 @@ def train_tiny(run_dir: Path, *overrides: str, timeout: int = 300, fresh_process
     )
 
 
+@contextlib.contextmanager
+def made_once(tmp_path_factory, worker_id: str, name: str):
+    """A folder for the whole session, whatever the number of xdist workers (pytest-xdist's recipe for a session
+    fixture, with ``flock`` for its lock): yields ``(path, made)``; the first worker in makes it (``made`` is
+    false) while the others wait, then all read it and none writes into it (copy it first)."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    root = base if worker_id == "master" else base.parent  # the folder all workers of this session share
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield root / name, (root / name / "made").exists()
+        (root / name).mkdir(exist_ok=True)
+        (root / name / "made").touch()
+
+
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory) -> Path:
+def tiny_run(tmp_path_factory, worker_id) -> Path:
     """One finished tiny training run made by the real CLI, shared by the tests that read a run."""
-    run_dir = tmp_path_factory.mktemp("tiny_run") / "run"
-    # A fresh process: the one `python scripts/train.py` smoke run, whose start-up must be quiet.
-    result = train_tiny(run_dir, fresh_process=True)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (run_dir.parent / "stdout.txt").write_text(result.stdout)
-    (run_dir.parent / "stderr.txt").write_text(result.stderr)
+    with made_once(tmp_path_factory, worker_id, "tiny_run") as (folder, made):
+        run_dir = folder / "run"
+        if not made:
+            # A fresh process: the one `python scripts/train.py` smoke run, whose start-up must be quiet.
+            result = train_tiny(run_dir, fresh_process=True)
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            (folder / "stdout.txt").write_text(result.stdout)
+            (folder / "stderr.txt").write_text(result.stderr)
     return run_dir
 
 
@@ -352,19 +370,13 @@ OUT_OF_RANGE = [
 @pytest.fixture(scope="session")
 def sweep_dir(tmp_path_factory, worker_id) -> Path:
     """heads=0 (fails validation), 1 and 2: two finished jobs and one failed, by the real CLI; made once for the
-    whole session, whatever the number of xdist workers (pytest-xdist's recipe for a session fixture, with
-    ``flock`` for its lock), so every test reads it and none writes into it (copy it first)."""
-    import fcntl
-
-    base = tmp_path_factory.getbasetemp()
-    root = base if worker_id == "master" else base.parent  # the folder all workers of this session share
-    path = root / "sweep" / "s"
-    with open(root / "sweep.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (path.parent / "stdout.txt").exists():
+    whole session (``made_once``), so every test reads it and none writes into it (copy it first)."""
+    with made_once(tmp_path_factory, worker_id, "sweep") as (folder, made):
+        path = folder / "s"
+        if not made:
             result = run_sweep(path, "heads=0,1,2", *TINY_ANY_HEADS)
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-            (path.parent / "stdout.txt").write_text(result.stdout)
+            (folder / "stdout.txt").write_text(result.stdout)
     return path
 
 
@@ -433,7 +445,9 @@ CORE = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its own hook, --dist loadgroup)
 def pytest_collection_modifyitems(config, items) -> None:
+    spread_longest_first(items)
     ids = {item.nodeid for item in items}
     for item in items:
         if item.nodeid in CORE:
@@ -442,3 +456,27 @@ def pytest_collection_modifyitems(config, items) -> None:
     gone = sorted(t for t in CORE if t.split("::")[0] in files and t not in ids and not config.option.keyword)
     if gone and not config.option.markexpr:
         raise pytest.UsageError(f"conftest.CORE names tests that do not exist (renamed?): {', '.join(gone)}")
+
+
+def spread_longest_first(items) -> None:
+    """The order and units in which pytest-xdist hands out tests (pyproject.toml: --dist loadgroup). A test is its
+    own unit, so one slow file no longer fills one worker; the tests of a file that share a module-scoped fixture
+    (a trained run, a sweep) are one unit (an ``xdist_group``), so it is made once. Units go out longest first
+    (xdist puts the groups first; then the tests that start processes, then the other slow ones, then the rest),
+    so the two workers end together instead of one waiting on the other's last slow test."""
+
+    def unit(item) -> str:
+        fixtures = item._fixtureinfo.name2fixturedefs.values() if hasattr(item, "_fixtureinfo") else ()
+        return item.nodeid.split("::")[0] if any(defs[-1].scope == "module" for defs in fixtures) else item.nodeid
+
+    def rank(item) -> int:
+        return 0 if item.get_closest_marker("subprocess") else 1 if item.get_closest_marker("slow") else 2
+
+    units, order = {}, {}
+    for index, item in enumerate(items):
+        units[item] = name = unit(item)
+        if name != item.nodeid:
+            item.add_marker(pytest.mark.xdist_group(name))
+        first, best = order.get(name, (index, 2))
+        order[name] = (first, min(best, rank(item)))
+    items.sort(key=lambda item: (order[units[item]][1], order[units[item]][0]))
