@@ -461,9 +461,9 @@ def pytest_collection_modifyitems(config, items) -> None:
 def spread_longest_first(items) -> None:
     """The order and units in which pytest-xdist hands out tests (pyproject.toml: --dist loadgroup). A test is its
     own unit, so one slow file no longer fills one worker; the tests of a file that share a module-scoped fixture
-    (a trained run, a sweep) are one unit (an ``xdist_group``), so it is made once. Units go out longest first
-    (xdist puts the groups first; then the tests that start processes, then the other slow ones, then the rest),
-    so the two workers end together instead of one waiting on the other's last slow test."""
+    (a trained run, a sweep) are one unit (an ``xdist_group``), so it is made once. Units go out longest first as
+    far as xdist lets them: it hands out the groups first, most tests first (its --loadscope-reorder), then the single
+    tests in this order: those that start processes, then the other slow ones, then the rest."""
 
     def unit(item) -> str:
         fixtures = item._fixtureinfo.name2fixturedefs.values() if hasattr(item, "_fixtureinfo") else ()
