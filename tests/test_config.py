@@ -5,7 +5,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import OUT_OF_RANGE, ROOT, run_script
+from conftest import OUT_OF_RANGE, ROOT, compose_cfg, run_script
 from mha_project.config import validate_config
 from mha_project.errors import ConfigError
 
@@ -13,8 +13,7 @@ CONFIGS = ROOT / "configs"
 
 
 def compose_train(*overrides):
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
-        return compose(config_name="train", overrides=[*overrides, "run_dir=/tmp/not-written"])
+    return compose_cfg(*overrides, "run_dir=/tmp/not-written")
 
 
 def group_options(group: str) -> list[str]:
@@ -171,3 +170,21 @@ def test_the_base_install_holds_no_sweep_only_package_and_dev_brings_every_extra
     assert any(d.startswith("optuna>=4") for d in extras["sweep"]) and not any("<2" in d for d in extras["sweep"])
     included = extras["dev"][0].split("[", 1)[1].rstrip("]").split(",")
     assert set(included) == set(extras) - {"dev"}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("debug=tiny", "epochs=2", "data.limit=600"),
+        ("experiment=wide_deep", "model.ngram_branch.c=0.1", "seed=3"),
+        ("data=relations", "heads=4", "+extra_key=1"),
+    ],
+)
+def test_the_tests_composed_config_is_hydras_own(overrides):
+    # compose_cfg composes each list of group choices once and applies the value overrides to a copy.
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONFIGS)):
+        hydras = compose(config_name="train", overrides=list(overrides))
+    compose_cfg(*overrides)  # the second call is the cached one
+    cached = compose_cfg(*overrides)
+    assert OmegaConf.to_yaml(cached) == OmegaConf.to_yaml(hydras)
+    assert OmegaConf.is_struct(cached) and cached is not compose_cfg(*overrides)

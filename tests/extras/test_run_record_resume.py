@@ -158,9 +158,15 @@ def test_ctrl_c_or_sigterm_stops_a_run_in_one_line_and_the_command_it_prints_res
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     for signum in (signal.SIGINT, signal.SIGTERM):
         before = backed_up_epochs(run_dir / "backup")  # the signal once this process has trained an epoch more
-        process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
+        # A suite started in the background (`pytest &`) ignores SIGINT, and a child inherits an ignored signal:
+        # the command must start with Ctrl-C's default, as from a terminal.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
+        finally:
+            signal.signal(signal.SIGINT, previous)
         poll(
             lambda p=process, n=before: p.poll() is not None or backed_up_epochs(run_dir / "backup") > n,
             seconds=240,
