@@ -30,7 +30,7 @@ def test_the_hooked_forward_pass_is_the_models_own():
     model = tiny_model()
     clean, _, _ = pairs()
     log_probs, seen = forward(model, clean)
-    np.testing.assert_allclose(np.exp(log_probs), model.predict(clean, verbose=0), atol=1e-6)
+    np.testing.assert_allclose(np.exp(log_probs), model(clean, training=False), atol=1e-6)
     assert seen[(1, "heads")].shape == (16, 10, 3, 4) and seen[(1, "output")].shape == (16, 10, 12)
     assert "call" not in vars(model.backbone.blocks[0].attention._output_dense)  # the hook is gone afterwards
 
@@ -64,11 +64,11 @@ def test_patching_every_head_of_a_layer_is_patching_the_layers_attention_output(
 def test_the_hook_leaves_the_model_as_it_was():
     model = tiny_model()
     clean, corrupted, labels = pairs()
-    before = model.predict(clean, verbose=0)
+    before = np.asarray(model(clean, training=False))
     with patched(model, lambda layer, side, value: value * 0):
         zeroed = model(clean, training=False)
     assert np.abs(np.asarray(zeroed) - before).max() > 1e-4
-    np.testing.assert_allclose(model.predict(clean, verbose=0), before, atol=1e-6)
+    np.testing.assert_allclose(model(clean, training=False), before, atol=1e-6)
 
 
 @pytest.mark.slow
