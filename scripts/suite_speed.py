@@ -11,6 +11,7 @@ ratios, and the CPU (AVX-512 BF16 or not) they were measured on.
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,8 @@ def main() -> None:
         print(f"error: --tiers={args.tiers} is invalid: each must be one of {', '.join(TIERS)}", file=sys.stderr)
         raise SystemExit(2)
     result = {"cpu": cpu(), "date": time.strftime("%Y-%m-%d %H:%M"), "import_seconds": imports(), "tiers": {}}
+    # Set, it keeps pytest from caching the test modules it rewrites: each worker rewrites them again on every run.
+    result["PYTHONDONTWRITEBYTECODE"] = os.environ.get("PYTHONDONTWRITEBYTECODE", "")
     for tier in tiers:
         took, code = seconds([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TIERS[tier]])
         after = imports()
