@@ -27,11 +27,12 @@ def main() -> None:
     from mha_project.training.train import train
 
     quiet = ["savedmodel.export=false", "head_view.html=false", "logger.attention.every_n_epochs=0"]
-    short = ["epochs=1", "trainer.schedule_from_data.epochs=1"]
+    short = ["epochs=1", "trainer.schedule_from_data.many_classes.epochs=1"]
     with initialize_config_dir(str(ROOT / "configs"), version_base=None), tempfile.TemporaryDirectory() as tmp:
         for epochs in args.epochs:
             # after the overrides: the long fit sets model.choice_epochs from the data, its own setting sets it here
-            length = [f"model.choice_epochs={epochs}", f"trainer.schedule_from_data.choice_epochs={epochs}"]
+            length = [f"model.choice_epochs={epochs}"]
+            length.append(f"trainer.schedule_from_data.many_classes.choice_epochs={epochs}")
             cfg = compose("train", ["experiment=wide_deep", *quiet, *short, *overrides, *length])
             chosen = train(cfg, Path(tmp) / f"epochs_{epochs}")["chosen"]["ngram_c"]
             print(json.dumps({

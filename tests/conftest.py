@@ -15,6 +15,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")  # JAX's, alike
+# XLA's optimisation passes off: a tiny model's JAX process spends more time compiling its steps than running them.
+os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
 
 ROOT = Path(__file__).resolve().parents[1]
 # The scripts import their shared error handling, scripts/entry.py, as Python finds it beside a script it runs;

@@ -81,6 +81,7 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
             f"val {len(splits.val_texts)} · test {len(splits.test_texts)}"
         )
         cfg = follow_the_data(cfg, splits, record)  # trainer.schedule_from_data: what the splits decide
+        data = build(cfg.data)  # again: what they decide may include the data's own settings (seq_len, truncation)
         resuming = record.stage != "started" or bool(record.previous_epochs(run_dir))
         preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
         part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
@@ -152,15 +153,17 @@ def follow_the_data(cfg: DictConfig, splits, record: RunRecord) -> DictConfig:
     """``cfg`` with what ``cfg.trainer.schedule_from_data`` (an extra's ``_target_``) sets for these splits, before
     anything reads it, so that the run's record holds the settings it trained with; logged, kept in run.json."""
     rule = build(cfg.trainer.schedule_from_data) if cfg.trainer.get("schedule_from_data") is not None else None
-    why = rule(splits) if rule is not None else None
-    if why is None:
+    decided = rule(splits) if rule is not None else None
+    if decided is None:
         return cfg
+    why, settings = decided
     cfg = cfg.copy()
-    for key, value in rule.settings.items():
+    for key, value in settings.items():
         OmegaConf.update(cfg, key, value, merge=False)
-    shown = " ".join(f"{key}={value}" for key, value in rule.settings.items())
+    validate_config(cfg)  # a rule's value is checked as the command line's would be
+    shown = " ".join(f"{key}={value}" for key, value in settings.items())
     log.info(f"schedule from the data: {why}: {shown} (trainer.schedule_from_data=null keeps the config's own)")
-    record.finish_stage(record.stage, schedule={"why": why, "set": rule.settings})
+    record.finish_stage(record.stage, schedule={"why": why, "set": settings})
     return cfg
 
 

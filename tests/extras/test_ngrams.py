@@ -480,17 +480,21 @@ def test_more_than_two_classes_get_the_long_fit_recorded_as_the_run_trained_it(t
     data = write_folder_dataset(tmp_path / "data", classes=("neg", "pos", "mid"), per_class=20, extra_train=())
     overrides = ["experiment=wide_deep", "debug=tiny", *QUIET, "data=folder", f"data.path={data}",
                  "model/backbone=none", "model.ngram_branch.features=1024", "model.ngram_branch.c=auto",
-                 "trainer.schedule_from_data.epochs=3", "trainer.schedule_from_data.choice_epochs=1",
+                 "trainer.schedule_from_data.many_classes.epochs=3",
+                 "trainer.schedule_from_data.many_classes.choice_epochs=1",
                  "trainer.warmup_fraction=0"]  # fmt: skip
     with logged("mha_project.training.train") as messages:
         metrics = train(compose_cfg(*overrides), tmp_path / "run")
     # debug=tiny's 1 epoch, the experiment's patience, monitor, bag rate and C grid's length give way to the long fit's
     long_fit = {"epochs": 3, "trainer.early_stopping_patience": 4, "trainer.monitor": "val_loss",
                 "optimizer.ngram_lr": 0.01, "model.choice_epochs": 1}  # fmt: skip
-    assert metrics["schedule"] == {"why": "3 classes (trainer.schedule_from_data.min_classes=3)", "set": long_fit}
+    assert metrics["schedule"] == {
+        "why": "3 classes (trainer.schedule_from_data.many_classes.min_classes=3)",
+        "set": long_fit,
+    }
     assert json.loads((tmp_path / "run" / "run.json").read_text())["results"]["schedule"] == metrics["schedule"]
     assert [m for m in messages if m.startswith("schedule from the data")] == [
-        "schedule from the data: 3 classes (trainer.schedule_from_data.min_classes=3): epochs=3 "
+        "schedule from the data: 3 classes (trainer.schedule_from_data.many_classes.min_classes=3): epochs=3 "
         "trainer.early_stopping_patience=4 trainer.monitor=val_loss optimizer.ngram_lr=0.01 model.choice_epochs=1 "
         "(trainer.schedule_from_data=null keeps the config's own)"
     ]
@@ -507,6 +511,45 @@ def test_more_than_two_classes_get_the_long_fit_recorded_as_the_run_trained_it(t
     off = compose_cfg(*overrides, "trainer.schedule_from_data=null")
     three = load_splits(off.data, 1)
     assert three.num_classes == 3 and follow_the_data(off, three, record=None) is off
+
+
+def test_two_classes_of_long_texts_get_trigrams_and_their_last_tokens_and_short_ones_keep_the_config(tmp_path):
+    from types import SimpleNamespace
+
+    from mha_project.config import build, validate_config
+    from mha_project.errors import ConfigError
+    from mha_project.training.train import follow_the_data
+
+    def folder(name, words):
+        root = write_folder_dataset(tmp_path / name, per_class=6, extra_train=())
+        for text in root.glob("*/*/*.txt"):  # each text `words` words long, its class's words first
+            text.write_text(" ".join((text.read_text().split() * words)[:words]))
+        return root
+
+    recorded = []
+    record = SimpleNamespace(stage="started", finish_stage=lambda stage, **results: recorded.append(results))
+    overrides = ["experiment=wide_deep", "trainer.schedule_from_data.long_texts.min_median_words=128"]
+    long_cfg = compose_cfg(*overrides, "data=folder", f"data.path={folder('long', 128)}")
+    decided = follow_the_data(long_cfg, load_splits(long_cfg.data, 1), record)
+    long_texts = {"model.ngram_branch.max_n": 3, "model.ngram_branch.features": 4194304, "seq_len": 400,
+                  "data.truncation": "tail", "epochs": 1, "trainer.validations_per_epoch": 4,
+                  "trainer.warmup_fraction": 0.05, "trainer.early_stopping_patience": 2}  # fmt: skip
+    why = "a median of 128 words in the first 1000 training texts (trainer.schedule_from_data.long_texts." + (
+        "min_median_words=128)"
+    )
+    assert recorded == [{"schedule": {"why": why, "set": long_texts}}]
+    assert (decided.model.ngram_branch.max_n, decided.model.backbone.max_len, decided.trainer.epochs) == (3, 400, 1)
+    data = build(decided.data)  # what train builds again after the rule: the encoder reads the last 400 tokens
+    assert (data.seq_len, data.truncation) == (400, "tail")
+    assert (long_cfg.seq_len, long_cfg.data.truncation) == (128, "head")  # the composed config is left as it was
+    # One word fewer than the rule's median: the config's own fit.
+    short_cfg = compose_cfg(*overrides, "data=folder", f"data.path={folder('short', 127)}")
+    assert follow_the_data(short_cfg, load_splits(short_cfg.data, 1), record) is short_cfg and len(recorded) == 1
+    with pytest.raises(ConfigError) as refused:
+        validate_config(compose_cfg("experiment=wide_deep", "trainer.schedule_from_data.long_texts.truncation=middle"))
+    assert str(refused.value) == (
+        "trainer.schedule_from_data.long_texts.truncation=middle is invalid: must be one of head, tail, head_tail"
+    )
 
 
 def test_a_run_records_its_ngram_options_as_hyper_parameters():

@@ -12,6 +12,7 @@ from omegaconf import MISSING
 
 from mha_project.config import (
     MONITORS,
+    TRUNCATIONS,
     AdamWConfig,
     ClassifierConfig,
     checked,
@@ -103,7 +104,7 @@ class BagOptimizerConfig(AdamWConfig):
 
 @dataclass
 class LongFitConfig:
-    """``trainer/schedule_from_data=long_fit``: ``LongFit``'s arguments; what it sets must be settings of the run."""
+    """``LongFit``'s arguments: the fit for ``min_classes`` classes or more."""
 
     _target_: str = MISSING
     min_classes: int = checked(lambda v: positive_int(v) and v >= 2, "an integer >= 2")
@@ -113,12 +114,38 @@ class LongFitConfig:
     ngram_lr: float = checked(lambda v: math.isfinite(v) and v > 0, "a number > 0")
     choice_epochs: int = checked(positive_int, "an integer >= 1")
 
+
+@dataclass
+class LongTextFitConfig:
+    """``LongTextFit``'s arguments: the fit for long texts; each value as its own key's schema allows it."""
+
+    _target_: str = MISSING
+    min_median_words: int = checked(positive_int, "an integer >= 1")
+    sample: int = checked(positive_int, "an integer >= 1")
+    max_n: int = checked(lambda v: v in (1, 2, 3), "1, 2 or 3")
+    features: int = checked(lambda v: positive_int(v) and v >= 2, "an integer >= 2")
+    seq_len: int = checked(lambda v: positive_int(v) and v >= 2, "an integer >= 2")
+    truncation: str = checked(lambda v: v in TRUNCATIONS, one_of(TRUNCATIONS))
+    epochs: int = checked(positive_int, "an integer >= 1")
+    validations_per_epoch: int = checked(positive_int, "an integer >= 1")
+    warmup_fraction: float = checked(lambda v: 0 <= v < 1, "a number in [0, 1)")
+    early_stopping_patience: int = checked(lambda v: v >= 0, "an integer >= 0")
+
+
+@dataclass
+class FitFromDataConfig:
+    """``trainer/schedule_from_data=wide_deep``: ``FitFromData``'s fits; what they set must be settings of the run."""
+
+    _target_: str = MISSING
+    many_classes: LongFitConfig = MISSING
+    long_texts: LongTextFitConfig = MISSING
+
     @staticmethod
     def check(node, cfg) -> None:
-        if "ngram_lr" not in cfg.optimizer:
+        if "ngram_lr" not in cfg.optimizer or "ngram_branch" not in cfg.model:
             raise ConfigError(
-                "trainer/schedule_from_data=long_fit is invalid with an optimizer without ngram_lr (the bag's learning "
-                "rate): add optimizer=wide_deep (experiment=wide_deep has it), or trainer.schedule_from_data=null"
+                "trainer/schedule_from_data=wide_deep is invalid without a bag of n-grams and its learning rate "
+                "(model.ngram_branch, optimizer.ngram_lr): add experiment=wide_deep, or trainer.schedule_from_data=null"
             )
 
 
@@ -126,4 +153,4 @@ store("wide_deep_schema", WideAndDeepConfig, at="model")
 store("linear_bag_schema", LinearBagConfig, at="model.ngram_branch")
 store("mean_bag_schema", MeanBagConfig, at="model.ngram_branch")
 store("bag_optimizer_schema", BagOptimizerConfig, at="optimizer")
-store("long_fit_schema", LongFitConfig, at="trainer.schedule_from_data")
+store("fit_from_data_schema", FitFromDataConfig, at="trainer.schedule_from_data")
