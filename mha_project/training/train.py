@@ -74,14 +74,13 @@ def train(cfg: DictConfig, run_dir=None) -> dict:
             return already_finished(record)
 
         # 2. Text -> token ids: the splits, the run's vocabulary (a resumed run's own), the pipelines.
-        data = build(cfg.data)
-        splits = data.splits(cfg.seed)
+        splits = build(cfg.data).splits(cfg.seed)
         log.info(
             f"data: {splits.name} · classes {splits.class_names} · train {len(splits.train_texts)} · "
             f"val {len(splits.val_texts)} · test {len(splits.test_texts)}"
         )
         cfg = follow_the_data(cfg, splits, record)  # trainer.schedule_from_data: what the splits decide
-        data = build(cfg.data)  # again: what they decide may include the data's own settings (seq_len, truncation)
+        data = build(cfg.data)  # after the rule: what it decides may include the data's settings (seq_len, truncation)
         resuming = record.stage != "started" or bool(record.previous_epochs(run_dir))
         preprocessor = data.preprocessor(splits.train_texts, cfg.seed, run_dir / VOCAB_FILE if resuming else None)
         part = (getattr(strategy, "process_id", 0), getattr(strategy, "num_processes", 1))  # several processes
