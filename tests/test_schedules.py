@@ -24,8 +24,9 @@ def test_warmup_cosine_has_keras_cosine_decay_values(lr, warmup_fraction, total_
     steps = np.arange(total_steps + 10)
     # ops.where: all steps at once (float32 vector ops: rounding differs from one step's in the 7th digit)
     ours = np.asarray(warmup_cosine(lr, warmup_fraction, total_steps)(steps))
-    step_by_step = tf.function(reference)  # its ops.cond takes one step at a time; traced once, not run eagerly
-    np.testing.assert_allclose(ours, [float(step_by_step(tf.constant(s))) for s in steps], rtol=1e-5, atol=1e-9 * lr)
+    # its ops.cond takes one step at a time: tf.map_fn steps through them all in one traced call
+    step_by_step = tf.function(lambda steps: tf.map_fn(reference, steps, fn_output_signature=tf.float32))
+    np.testing.assert_allclose(ours, step_by_step(tf.constant(steps)), rtol=1e-5, atol=1e-9 * lr)
     assert ours[total_steps] == 0.0 and ours.max() == pytest.approx(lr)
 
 

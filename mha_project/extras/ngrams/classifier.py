@@ -185,7 +185,9 @@ class WideAndDeepClassifier(keras.Model):
 CHOICE_LR = 0.01
 
 
-def choose_c(bag: LinearNgramLayer, batches, validation, objective: str, epochs: int) -> dict:
+def choose_c(
+    bag: LinearNgramLayer, batches, validation, objective: str, epochs: int, batch_size=None, learning_rate=CHOICE_LR
+) -> dict:
     """The C of ``C_GRID`` whose bag, trained alone on ``batches`` for ``epochs`` (its features as ``bag.adapt``
     left them), scores the lowest validation log-loss (ties: the stronger penalty); each C's loss and accuracy
     beside it. Log-loss, not accuracy (``LogisticRegressionCV(scoring="neg_log_loss")``): on a few hundred
@@ -205,13 +207,15 @@ def choose_c(bag: LinearNgramLayer, batches, validation, objective: str, epochs:
     )  # fmt: skip
     loss = "sparse_categorical_crossentropy" if objective == "softmax" else OneVsRestCrossentropy()
     model.compile(
-        optimizer=keras.optimizers.Adam(CHOICE_LR),
+        optimizer=keras.optimizers.Adam(learning_rate),
         loss={n: loss for n in names},
         metrics={n: ["accuracy"] for n in names},
     )
     train, val = (
         ds.map(lambda inputs, labels: (inputs["ngrams"], {n: labels for n in names})) for ds in (batches, validation)
     )
+    if batch_size is not None:  # other batches than the run's (benchmarks/grid_batch.py)
+        train = train.unbatch().padded_batch(batch_size)
     model.fit(train.shuffle(64, seed=0), epochs=epochs, verbose=0, shuffle=False)
     result = model.evaluate(val, verbose=0, return_dict=True)
     losses = [float(result[f"{name}_loss"]) for name in names]  # the data's loss alone, without the penalty
