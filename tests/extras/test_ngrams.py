@@ -650,6 +650,21 @@ def test_an_auto_c_picks_the_strong_penalty_where_the_words_mislead_and_a_weak_o
         assert chosen["c"] > 0.3 and scores[at] > scores[0] + 0.05 and scores[0] <= majority + 0.02, (losses, scores)
 
 
+@pytest.mark.slow
+def test_the_grid_on_other_batches_trains_on_those_and_on_the_same_batches_again_matches_the_runs():
+    from mha_project.extras.ngrams.classifier import choose_c
+    from mha_project.extras.ngrams.layers import NaiveBayesNgrams
+
+    rng = np.random.default_rng(0)
+    train_ds = _words_dataset(rng, (rng.random(320) < 0.3).astype(int), 400, 3, swapped=False)
+    val_ds = _words_dataset(rng, (rng.random(160) < 0.3).astype(int), 400, 3, swapped=False)
+    bag = NaiveBayesNgrams(num_classes=2, features=4096, max_n=1, c="auto")
+    bag.adapt(train_ds.as_numpy_iterator())
+    runs, same, whole = (choose_c(bag, train_ds, val_ds, "softmax", 1, batch_size=b) for b in (None, 32, 320))
+    np.testing.assert_allclose(same["val_loss"], runs["val_loss"], rtol=1e-5)  # the run's batches, re-padded
+    assert np.abs(np.subtract(whole["val_loss"], runs["val_loss"])).max() > 1e-3  # one step an epoch, not ten
+
+
 def test_a_bag_cut_to_its_kept_ngrams_computes_what_the_whole_table_does():
     from mha_project.extras.ngrams.layers import NaiveBayesNgrams, TfidfNgrams
 
